@@ -1,0 +1,46 @@
+# Two commands set everything up on a fresh Debian machine:
+#   make demo   -- virtualenv, Python and system dependencies, then the main job on the embedded default (Apertium)
+#   make test   -- the same set-up, then the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Debian packages: Apertium (the embedded default backend) with the pairs Debian has, and Tesseract for OCR.
+APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt apertium-fr-es \
+	apertium-spa-ita tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
+	fonts-dejavu-core
+
+.PHONY: setup venv system-deps demo test lint typecheck check bench clean
+
+setup: venv system-deps
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+venv: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+
+# Installs what apt can install; says so and carries on when it cannot (no apt, not root, no network).
+system-deps:
+	@bash scripts/install-system-deps.sh $(APT_PACKAGES)
+
+demo: setup
+	$(BIN)/python examples/demo.py
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: venv
+	$(BIN)/ruff check dragoman tests benchmarks examples
+	$(BIN)/ruff format --check dragoman tests benchmarks examples
+
+typecheck: venv
+	$(BIN)/mypy
+
+check: lint typecheck test
+
+bench: setup
+	$(BIN)/python benchmarks/engine.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,1 @@
+"""dragoman: on-device translation."""

@@ -1,0 +1,152 @@
+"""The engine's value types: frozen dataclasses shared by every layer. Pydantic lives only at the edges."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+Tier = Literal["best", "fast"]
+PackKind = Literal["argos", "multilingual", "apertium"]
+Provenance = Literal["on-device", "server"]
+
+#: Called with (done, total, message) as long work advances; front doors turn it into progress events.
+ProgressCallback = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class Language:
+    """A row of spec 2.5: FLORES-200 code, BCP-47 code, English name, right-to-left flag."""
+
+    flores: str
+    bcp47: str
+    name: str
+    rtl: bool
+
+
+@dataclass(frozen=True)
+class Protected:
+    """A span that must come out of translation unchanged, or as a fixed glossary translation.
+
+    ``source`` is the text as it stands in the input; ``output`` is what the translation must contain in
+    its place (equal to ``source`` for placeholders, URLs and code; the glossary translation for terms).
+    """
+
+    source: str
+    output: str
+    kind: Literal["placeholder", "glossary"] = "placeholder"
+
+
+#: A segment ready for a backend: plain text interleaved with protected spans.
+Piece = str | Protected
+Pieces = tuple[Piece, ...]
+
+
+@dataclass(frozen=True)
+class GlossaryEntry:
+    """Spec 2.7: ``term`` is kept verbatim as ``translation``; optionally scoped to a language pair."""
+
+    term: str
+    translation: str
+    case_sensitive: bool = False
+    source: str | None = None  # FLORES code, or None for every source
+    target: str | None = None  # FLORES code, or None for every target
+
+    def applies_to(self, source: str, target: str) -> bool:
+        return (self.source is None or self.source == source) and (self.target is None or self.target == target)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What language identification found. ``flores`` is None when the answer is uncertain."""
+
+    flores: str | None
+    bcp47: str | None
+    name: str | None
+    confidence: float
+    label: str | None  # the model's own top label (an ISO 639 code), even when uncertain
+    reason: str | None = None  # why flores is None: "too short", "low confidence", "mixed"
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One step of a route: a pack that translates ``source`` into ``target``."""
+
+    pack_id: str
+    kind: PackKind
+    source: str
+    target: str
+    quality: int
+    speed: int
+
+
+@dataclass(frozen=True)
+class Route:
+    hops: tuple[Hop, ...]
+
+    @property
+    def quality(self) -> int:
+        return min(h.quality for h in self.hops)
+
+    @property
+    def speed(self) -> int:
+        return min(h.speed for h in self.hops)
+
+    def describe(self) -> list[str]:
+        return [f"{h.pack_id}:{h.source}->{h.target}" for h in self.hops]
+
+
+@dataclass(frozen=True)
+class TranslateOptions:
+    """What a caller asks for; echoed in the result."""
+
+    target: str
+    source: str | None = None
+    tier: Tier = "best"
+    glossary: tuple[GlossaryEntry, ...] | None = None  # None: the user's glossary file applies
+
+
+@dataclass(frozen=True)
+class TranslationResult:
+    """Spec 2.6 plus what produced it (``route``, detection)."""
+
+    translation: str
+    source: str
+    target: str
+    provenance: Provenance
+    seconds: float
+    warnings: tuple[str, ...] = ()
+    route: tuple[str, ...] = ()
+    tier: Tier = "best"
+    detected: Detection | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """The spec's fields, then ``route`` and ``tier``."""
+        return {
+            "translation": self.translation,
+            "source": self.source,
+            "target": self.target,
+            "provenance": self.provenance,
+            "seconds": round(self.seconds, 6),
+            "warnings": list(self.warnings),
+            "route": list(self.route),
+            "tier": self.tier,
+        }
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    """An installed pack as ``engine_status`` shows it."""
+
+    id: str
+    kind: PackKind
+    languages: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...]
+    path: str
+    size_bytes: int
+    version: str
+    license: str
+    quality: int
+    speed: int
+    loaded: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
