@@ -1,1 +1,42 @@
-"""dragoman: on-device translation."""
+"""dragoman: on-device translation with one engine behind several front doors.
+
+The public surface is small; everything else is internal::
+
+    from dragoman import Engine
+    with Engine() as engine:
+        print(engine.translate("The house is red.", target="es").translation)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["DragomanError", "Engine", "Settings", "TranslationResult", "__version__"]
+
+if TYPE_CHECKING:
+    from dragoman.engine.engine import Engine
+    from dragoman.engine.errors import DragomanError
+    from dragoman.engine.types import TranslationResult
+    from dragoman.settings import Settings
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that `import dragoman` stays cheap (ctranslate2 loads only when the engine is used).
+    if name == "Engine":
+        from dragoman.engine.engine import Engine
+
+        return Engine
+    if name == "DragomanError":
+        from dragoman.engine.errors import DragomanError
+
+        return DragomanError
+    if name == "TranslationResult":
+        from dragoman.engine.types import TranslationResult
+
+        return TranslationResult
+    if name == "Settings":
+        from dragoman.settings import Settings
+
+        return Settings
+    raise AttributeError(name)

@@ -49,7 +49,10 @@ class Settings:
     default_tier: str = "best"
     port: int = DEFAULT_PORT
     argos_index_url: str = DEFAULT_ARGOS_INDEX_URL
-    apertium_modes_dirs: tuple[Path, ...] = (Path("/usr/share/apertium/modes"), Path("/usr/local/share/apertium/modes"))
+    apertium_modes_dirs: tuple[Path, ...] = (
+        Path("/usr/share/apertium/modes"),
+        Path("/usr/local/share/apertium/modes"),
+    )
     apertium_enabled: bool = True
     detection_model: Path | None = None
     allowed_dirs: tuple[Path, ...] = ()
@@ -74,7 +77,8 @@ class Settings:
             port=_int(env, "DRAGOMAN_PORT", DEFAULT_PORT),
             argos_index_url=env.get("DRAGOMAN_ARGOS_INDEX_URL", "").strip() or DEFAULT_ARGOS_INDEX_URL,
             apertium_modes_dirs=modes or cls.apertium_modes_dirs,
-            apertium_enabled=env.get("DRAGOMAN_APERTIUM", "1").strip().lower() not in ("0", "false", "no", "off"),
+            apertium_enabled=env.get("DRAGOMAN_APERTIUM", "1").strip().lower()
+            not in ("0", "false", "no", "off"),
             detection_model=Path(detection).expanduser() if detection else None,
             allowed_dirs=_paths(env, "DRAGOMAN_ALLOWED_DIRS"),
             state_dir=_path(env, "DRAGOMAN_STATE_DIR", Path(platformdirs.user_state_dir(APP_NAME))),

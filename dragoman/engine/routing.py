@@ -2,8 +2,9 @@
 
 Every installed pack contributes edges (an Argos pack one, a multilingual pack one per ordered pair, an
 Apertium mode one). A route is a path of at most ``MAX_HOPS`` edges. Routes are ranked by fewer hops first,
-then by the tier's preference: ``best`` by quality (the weakest hop's), then speed; ``fast`` by speed (the
-slowest hop's), then quality. Ties break on pack ids so the choice is stable. Pivoting through English is
+then by the tier's preference: ``best`` by quality (the weakest hop's, then the sum over hops), then
+speed; ``fast`` by speed (the slowest hop's), then quality. Ties break on pack ids so the choice is stable.
+Pivoting through English is
 what this finds for Argos pairs (fra->eng->spa), but any language may be the pivot.
 """
 
@@ -17,11 +18,12 @@ from dragoman.engine.types import Hop, Route, Tier
 MAX_HOPS = 3
 
 
-def _rank(route: Route, tier: Tier) -> tuple[int, int, int, tuple[str, ...]]:
+def _rank(route: Route, tier: Tier) -> tuple[int, int, int, int, tuple[str, ...]]:
     ids = tuple(h.pack_id for h in route.hops)
+    total_quality = sum(h.quality for h in route.hops)
     if tier == "fast":
-        return (len(route.hops), -route.speed, -route.quality, ids)
-    return (len(route.hops), -route.quality, -route.speed, ids)
+        return (len(route.hops), -route.speed, -route.quality, -total_quality, ids)
+    return (len(route.hops), -route.quality, -total_quality, -route.speed, ids)
 
 
 def find_routes(edges: Iterable[Hop], source: str, target: str, tier: Tier = "best") -> list[Route]:

@@ -53,7 +53,9 @@ class GlossaryEntry:
     target: str | None = None  # FLORES code, or None for every target
 
     def applies_to(self, source: str, target: str) -> bool:
-        return (self.source is None or self.source == source) and (self.target is None or self.target == target)
+        return (self.source is None or self.source == source) and (
+            self.target is None or self.target == target
+        )
 
 
 @dataclass(frozen=True)

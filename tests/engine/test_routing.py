@@ -14,7 +14,12 @@ APERTIUM_FR_ES = hop("apertium-fra-spa", "fra_Latn", "spa_Latn", 2, 5, "apertium
 ARGOS_ES_EN = hop("argos-es-en", "spa_Latn", "eng_Latn", 3, 3)
 ARGOS_FR_EN = hop("argos-fr-en", "fra_Latn", "eng_Latn", 3, 3)
 ARGOS_EN_DE = hop("argos-en-de", "eng_Latn", "deu_Latn", 3, 3)
-NLLB = [hop("nllb", s, t, 4, 1, "multilingual") for s in ("fra_Latn", "deu_Latn") for t in ("fra_Latn", "deu_Latn") if s != t]
+NLLB = [
+    hop("nllb", s, t, 4, 1, "multilingual")
+    for s in ("fra_Latn", "deu_Latn")
+    for t in ("fra_Latn", "deu_Latn")
+    if s != t
+]
 
 
 def test_direct_route_preferred_over_pivot() -> None:
@@ -65,3 +70,11 @@ def test_hop_limit(hops: int) -> None:
 def test_reachable_pairs_include_pivots() -> None:
     pairs = reachable_pairs([ARGOS_FR_EN, ARGOS_EN_DE])
     assert pairs == {("fra_Latn", "eng_Latn"), ("eng_Latn", "deu_Latn"), ("fra_Latn", "deu_Latn")}
+
+
+def test_equal_weakest_hop_prefers_the_stronger_chain() -> None:
+    apertium_es_en = hop("apertium-spa-eng", "spa_Latn", "eng_Latn", 2, 5, "apertium")
+    routes = find_routes([APERTIUM_FR_ES, apertium_es_en, ARGOS_ES_EN], "fra_Latn", "eng_Latn", "best")
+    assert [h.pack_id for h in routes[0].hops] == ["apertium-fra-spa", "argos-es-en"]
+    fast = find_routes([APERTIUM_FR_ES, apertium_es_en, ARGOS_ES_EN], "fra_Latn", "eng_Latn", "fast")
+    assert [h.pack_id for h in fast[0].hops] == ["apertium-fra-spa", "apertium-spa-eng"]
