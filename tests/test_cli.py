@@ -1,0 +1,99 @@
+"""The command line, called in-process through ``main`` (and once as a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dragoman.cli import main
+
+HAVE_APERTIUM = shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.skipif(not HAVE_APERTIUM, reason="apertium-eng-spa is not installed (apt-get install apertium-eng-spa)")
+def test_translate_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "translate", "The house is red.", "--to", "es", "--from", "en", "--json")
+    data = json.loads(out)
+    assert code == 0 and "casa" in data["translation"]
+    assert {k: data[k] for k in ("source", "target", "provenance")} == {
+        "source": "eng_Latn",
+        "target": "spa_Latn",
+        "provenance": "on-device",
+    }
+
+
+def test_translate_with_a_pack_and_stdin(packs_dir: Path, tiny_argos_pack: Path) -> None:
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    done = subprocess.run(
+        [sys.executable, "-m", "dragoman.cli", "translate", "--to", "es", "--from", "en", "--json"],
+        input="Hello world.\n",
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**__import__("os").environ, "DRAGOMAN_APERTIUM": "0"},
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["route"] == ["argos-en-es:eng_Latn->spa_Latn"] and data["translation"].endswith("\n")
+
+
+def test_detect_and_languages(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "detect", "Où est la gare, s'il vous plaît ?", "--json")
+    assert code == 0 and json.loads(out)["flores"] == "fra_Latn"
+    code, out, _ = run(capsys, "languages", "--all", "--json")
+    rows = json.loads(out)
+    assert len(rows) == 204 and set(rows[0]) == {"flores", "bcp47", "name", "rtl"}
+
+
+def test_languages_lists_what_installed_packs_reach(
+    capsys: pytest.CaptureFixture[str], packs_dir: Path, tiny_argos_pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DRAGOMAN_APERTIUM", "0")
+    code, out, _ = run(capsys, "languages", "--json")
+    assert code == 0 and json.loads(out) == []
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    code, out, _ = run(capsys, "languages", "--json")
+    assert [r["flores"] for r in json.loads(out)] == ["eng_Latn", "spa_Latn"]
+
+
+def test_errors_exit_2_with_an_actionable_message(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "translate", "Hello", "--to", "klingon")
+    assert code == 2 and out == ""
+    assert "klingon" in err and "dragoman languages --all" in err
+
+
+def test_packs_install_list_verify_remove(
+    capsys: pytest.CaptureFixture[str], packs_dir: Path, argos_archive: Path
+) -> None:
+    code, out, _ = run(capsys, "packs", "install", str(argos_archive), "--json")
+    assert code == 0 and json.loads(out)["installed"] == "argos-en-es"
+    code, out, _ = run(capsys, "packs", "list", "--json")
+    assert "argos-en-es" in [p["id"] for p in json.loads(out)]
+    code, out, _ = run(capsys, "packs", "verify", "argos-en-es", "--json")
+    assert code == 0
+    code, out, _ = run(capsys, "packs", "remove", "argos-en-es", "--json")
+    assert code == 0 and not (packs_dir / "argos-en-es").exists()
+    code, _, err = run(capsys, "packs", "remove", "argos-en-es")
+    assert code == 2 and "not installed" in err
+
+
+def test_status_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "status", "--json")
+    status = json.loads(out)
+    assert code == 0
+    assert status["platform"]["ctranslate2"] and "float32" in status["platform"]["compute_types_cpu"]
+    assert status["detection"]["model"].endswith(".ftz")
+    assert status["daemon"]["alive"] is False
+    if HAVE_APERTIUM:
+        assert "eng_Latn->spa_Latn" in status["apertium"]["pairs"]
