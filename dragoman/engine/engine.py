@@ -284,13 +284,15 @@ class Engine:
         for hop in route.hops:
             backend = self.registry.backend(hop.pack_id)
             out = []
+            unknown = 0
             for start in range(0, len(current), CHUNK_SEGMENTS):
                 chunk = current[start : start + CHUNK_SEGMENTS]
                 out.extend(backend.translate_batch(chunk, hop.source, hop.target))
+                # Apertium counts the words it left untranslated (per calling thread); others have none.
+                unknown += int(getattr(backend, "last_unknown_words", 0))
                 done += len(chunk)
                 if progress is not None:
                     progress(done, total, f"{hop.pack_id}: {hop.source}->{hop.target}")
-            unknown = getattr(backend, "last_unknown_words", 0)
             if unknown:
                 notes.append(
                     f"unknown_words: {hop.pack_id} left {unknown} word(s) it does not know untranslated"

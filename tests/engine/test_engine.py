@@ -277,3 +277,10 @@ def test_reprotect_marks_outputs_for_the_next_hop() -> None:
         Protected("MUNDO", "MUNDO"),
         ".",
     )
+
+
+@needs_apertium
+def test_apertium_unknown_words_are_reported(engine: Engine) -> None:
+    result = engine.translate("The flibbertigibbet house is red.", target="es", source="en")
+    assert "flibbertigibbet" in result.translation and "*" not in result.translation
+    assert result.warnings == ("unknown_words: apertium-eng-spa left 1 word(s) it does not know untranslated",)
