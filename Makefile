@@ -17,8 +17,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-venv: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+# Re-installs only when pyproject.toml changes (the package itself is installed editable).
+$(VENV)/.installed: pyproject.toml $(BIN)/python
+	@echo "installing Python dependencies into $(VENV) (log: $(VENV)/pip.log)"
+	@$(BIN)/python -m pip install -e '.[dev]' > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	$(BIN)/python -c "import dragoman, ctranslate2, fasttext, mcp"
+	touch $@
+
+venv: $(VENV)/.installed
 
 # Installs what apt can install; says so and carries on when it cannot (no apt, not root, no network).
 system-deps:
