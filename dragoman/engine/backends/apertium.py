@@ -189,7 +189,7 @@ def _prepare(pieces: Pieces) -> _Prepared:
         piece = piece.replace("\0", "") if isinstance(piece, str) else piece
         if isinstance(piece, str) and items and isinstance(items[-1], str):
             items[-1] += piece
-        elif piece != "":
+        elif (piece.output if isinstance(piece, Protected) else piece) != "":  # empty spans add nothing
             items.append(piece)
     lead = trail = ""
     if items and isinstance(items[0], str):
