@@ -127,6 +127,22 @@ class Engine:
         Without ``source`` each text is detected on its own (a batch may mix languages). Without
         ``glossary`` the user's glossary file applies; an empty list means no glossary at all.
         """
+        if isinstance(texts, str):
+            raise InvalidRequest("texts must be a list of strings, not one string")
+        if len(texts) > MAX_BATCH:
+            raise LimitExceeded(f"a batch holds at most {MAX_BATCH} texts; got {len(texts)}: split it")
+        return self.translate_many(texts, target, source, tier, glossary, progress)
+
+    def translate_many(
+        self,
+        texts: Sequence[str],
+        target: str,
+        source: str | None = None,
+        tier: str | None = None,
+        glossary: Sequence[GlossaryEntry] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> list[TranslationResult]:
+        """:meth:`translate_batch` without the batch cap, for documents: still one pass per route."""
         started = time.perf_counter()
         chosen_tier = self._tier(tier)
         self._check_texts(texts)
@@ -180,8 +196,6 @@ class Engine:
     def _check_texts(texts: Sequence[str]) -> None:
         if isinstance(texts, str):
             raise InvalidRequest("texts must be a list of strings, not one string")
-        if len(texts) > MAX_BATCH:
-            raise LimitExceeded(f"a batch holds at most {MAX_BATCH} texts; got {len(texts)}: split it")
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InvalidRequest(f"texts[{i}] must be a string, got {type(text).__name__}")
