@@ -118,7 +118,12 @@ class PackRegistry:
             else:
                 assert entry.manifest is not None
                 log.info("loading pack %s from %s", pack_id, entry.path)
-                backend = CTranslate2Backend.load(entry.manifest, entry.path)
+                backend = CTranslate2Backend.load(
+                    entry.manifest,
+                    entry.path,
+                    inter_threads=self._settings.inter_threads,
+                    intra_threads=self._settings.intra_threads,
+                )
             self._backends[pack_id] = backend
             return backend
 
