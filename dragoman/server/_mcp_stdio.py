@@ -1,0 +1,132 @@
+"""The stdio transport of ``dragoman mcp``: the protocol owns the real stdin and stdout, nothing else does.
+
+Before serving, the wire's file descriptors are duplicated to private ones; fd 0 then reads from the null
+device, fd 1 points at stderr and ``sys.stdout`` at ``sys.stderr``. A stray ``print`` in a library, a C
+extension writing to fd 1, or a child process inheriting the descriptors all land in the log, never in the
+JSON-RPC stream. Everything is restored on exit.
+
+On Unix pipes and sockets the wire is read and written from the event loop directly (non-blocking
+descriptors), rather than through a worker thread per line as the SDK's default transport does: every thread
+hop costs a wake-up, and a short ``translate`` round trip should cost the protocol well under 3 ms. Other
+kinds of descriptors (a regular file, a terminal, Windows) go through the SDK's transport unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+#: Bytes read from the wire per system call.
+READ_CHUNK = 1 << 16
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on ``fd`` (pipes and sockets on Unix)."""
+    if os.name != "posix":
+        return False
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class PipeLines:
+    """Lines of UTF-8 text from a non-blocking descriptor, read as the event loop finds it readable."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray()
+
+    def __aiter__(self) -> PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                return line.decode("utf-8", errors="replace")
+            try:
+                chunk = os.read(self._fd, READ_CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            if not chunk:  # end of input: a last line without its newline still counts
+                if self._buffer:
+                    rest = bytes(self._buffer).decode("utf-8", errors="replace")
+                    self._buffer.clear()
+                    return rest
+                raise StopAsyncIteration
+            self._buffer.extend(chunk)
+
+
+class PipeWriter:
+    """Writes UTF-8 text to a non-blocking descriptor, waiting on the event loop while the pipe is full."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def write(self, text: str) -> None:
+        view = memoryview(text.encode("utf-8"))
+        while view:
+            try:
+                written = os.write(self._fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+                continue
+            view = view[written:]
+
+    async def flush(self) -> None:
+        """Nothing is buffered."""
+
+
+@contextlib.contextmanager
+def _claim_std_fds() -> Any:
+    """Private duplicates of fd 0 and 1 for the wire; fd 0 reads the null device, fd 1 goes to stderr."""
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        yield wire_in, wire_out
+    finally:
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        for fd in (saved_in, saved_out, wire_in, wire_out):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+@contextlib.asynccontextmanager
+async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's read/write streams over the real stdin/stdout, with every other writer sent to stderr."""
+    if not (_pollable(0) and _pollable(1)):
+        # The SDK claims and diverts the descriptors itself; it must see the real sys.stdout to do so.
+        async with stdio_server() as streams:
+            with contextlib.redirect_stdout(sys.stderr):
+                yield streams
+        return
+    with _claim_std_fds() as (wire_in, wire_out), contextlib.redirect_stdout(sys.stderr):
+        os.set_blocking(wire_in, False)
+        os.set_blocking(wire_out, False)
+        reader = cast("anyio.AsyncFile[str]", PipeLines(wire_in))
+        writer = cast("anyio.AsyncFile[str]", PipeWriter(wire_out))
+        try:
+            async with stdio_server(stdin=reader, stdout=writer) as streams:
+                yield streams
+        finally:  # the descriptions are shared with whoever launched us: leave them as they were
+            for fd in (wire_in, wire_out):
+                with contextlib.suppress(OSError):
+                    os.set_blocking(fd, True)
