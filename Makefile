@@ -32,6 +32,9 @@ system-deps:
 
 demo: setup
 	$(BIN)/python examples/demo.py
+	@echo
+	@echo "== The MCP tool server, driven by an agent-side client over stdio (examples/mcp_client.py)"
+	$(BIN)/python examples/mcp_client.py
 
 test: setup
 	$(BIN)/python -m pytest
@@ -47,6 +50,9 @@ check: lint typecheck test
 
 bench: setup
 	$(BIN)/python benchmarks/engine.py
+	$(BIN)/python benchmarks/apertium.py
+	$(BIN)/python benchmarks/mcp.py
+	$(BIN)/python benchmarks/daemon.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
