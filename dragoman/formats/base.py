@@ -13,6 +13,7 @@ translator.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -51,6 +52,7 @@ class DocumentReport:
     extracted_text: str | None = None
     translated_text: str | None = None
     extra_outputs: dict[str, Path] = field(default_factory=dict)  # e.g. {"docx": Path(...)}
+    counts: dict[str, int] = field(default_factory=dict)  # structure found, e.g. {"tables": 2, "cells": 9}
 
 
 class TextTranslator(Protocol):
@@ -116,6 +118,8 @@ def atomic_output(destination: Path, *, overwrite: bool = False) -> Iterator[Pat
     tmp = Path(tmp_name)
     try:
         yield tmp
+        with tmp.open("rb") as written:  # on disk before it gets its name
+            os.fsync(written.fileno())
         if overwrite:
             os.replace(tmp, destination)
         else:
@@ -123,9 +127,11 @@ def atomic_output(destination: Path, *, overwrite: bool = False) -> Iterator[Pat
                 os.link(tmp, destination)  # atomic, and fails if the name was taken meanwhile
             except FileExistsError as exc:
                 raise InvalidRequest(f"{destination} appeared while translating; not overwritten") from exc
-            except OSError:  # file systems without hard links: rename after a last check
-                if destination.exists():
-                    raise InvalidRequest(f"{destination} exists; not overwritten") from None
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                    raise
+                if destination.exists():  # no hard links here (FAT, some mounts): check, then rename
+                    raise InvalidRequest(f"{destination} exists; not overwritten") from exc
                 os.replace(tmp, destination)
     finally:
         with contextlib.suppress(FileNotFoundError):
