@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # Debian packages: Apertium (the embedded default backend) with the pairs Debian has, and Tesseract for OCR.
 APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt apertium-fr-es \
 	apertium-spa-ita tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
-	fonts-dejavu-core
+	fonts-dejavu-core fonts-noto-core fonts-noto-cjk
 
 .PHONY: setup venv system-deps demo test lint typecheck check bench clean
 

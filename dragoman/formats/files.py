@@ -96,6 +96,10 @@ class EngineTextTranslator:
             return FALLBACK_SOURCE
         return found.flores
 
+    def detect_language(self, text: str) -> str | None:
+        """The FLORES code of ``text``, or None when detection is uncertain (OCR picks its language)."""
+        return self.engine.detect(text).flores
+
     def __call__(self, texts: Sequence[str]) -> list[str]:
         texts = list(texts)
         if not any(t.strip() for t in texts):
