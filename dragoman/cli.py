@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from dragoman import __version__
 from dragoman.engine.errors import DragomanError
+from dragoman.engine.types import ProgressCallback
 from dragoman.settings import Settings
 
 log = logging.getLogger("dragoman")
@@ -43,6 +45,80 @@ def cmd_translate(args: argparse.Namespace, settings: Settings) -> int:
         _print_json(result.to_dict())
     else:
         sys.stdout.write(result.translation + ("" if result.translation.endswith("\n") else "\n"))
+        for warning in result.warnings:
+            log.warning("%s", warning)
+    return 0
+
+
+@contextlib.contextmanager
+def _file_progress(args: argparse.Namespace) -> Iterator[ProgressCallback | None]:
+    """A progress bar on stderr counting texts (none with --json or when stderr is not a terminal)."""
+    if args.json or not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=0, unit="text", file=sys.stderr, leave=False, desc="translating") as bar:
+
+        def update(done: int, total: int, message: str) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        yield update
+
+
+def cmd_translate_file(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.formats.files import translate_file
+
+    with _engine(settings) as engine, _file_progress(args) as progress:
+        result = translate_file(
+            engine,
+            args.path,
+            args.to,
+            source=args.source,
+            output=args.output,
+            overwrite=args.overwrite,
+            tier=args.tier,
+            progress=progress,
+        )
+    if args.json:
+        data = {
+            k: v for k, v in asdict(result).items() if k not in ("boxes", "extracted_text", "translated_text")
+        }
+        _print_json(json.loads(json.dumps(data, default=str)))
+    else:
+        print(
+            f"wrote {result.output_path} ({result.format}, {result.segments} texts, {result.source} -> "
+            f"{result.target}, {result.seconds:.2f}s)"
+        )
+        for kind, path in result.extra_outputs.items():
+            print(f"wrote {path} ({kind} export)")
+        for warning in result.warnings:
+            log.warning("%s", warning)
+    return 0
+
+
+def cmd_ocr(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.formats.ocr_translate import ocr_translate
+
+    with _engine(settings) as engine, _file_progress(args) as progress:
+        result = ocr_translate(
+            engine,
+            args.path,
+            args.to,
+            source=args.source,
+            render=args.render or args.output is not None,
+            output=args.output,
+            overwrite=args.overwrite,
+            tier=args.tier,
+            progress=progress,
+        )
+    if args.json:
+        _print_json(json.loads(json.dumps(asdict(result), default=str)))
+    else:
+        print(result.translated_text)
+        if result.output_path is not None:
+            log.warning("wrote %s", result.output_path)
         for warning in result.warnings:
             log.warning("%s", warning)
     return 0
@@ -80,8 +156,14 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
         _print_json(status)
         return 0
     platform = status["platform"]
-    print(f"dragoman {status['version']} on {platform['system']} {platform['machine']}, python {platform['python']}")
-    print(f"ctranslate2 {platform['ctranslate2']}; CPU compute types: {', '.join(platform['compute_types_cpu'])}")
+    print(
+        f"dragoman {status['version']} on {platform['system']} {platform['machine']}, "
+        f"python {platform['python']}"
+    )
+    print(
+        f"ctranslate2 {platform['ctranslate2']}; "
+        f"CPU compute types: {', '.join(platform['compute_types_cpu'])}"
+    )
     print(f"packs directory: {status['packs_dir']}")
     for pack in status["packs"]:
         langs = ", ".join(pack["languages"][:6]) + (" ..." if len(pack["languages"]) > 6 else "")
@@ -89,14 +171,22 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     for broken in status["broken_packs"]:
         print(f"  BROKEN {broken['path']}: {broken['error']}")
     ap = status["apertium"]
-    print(f"apertium: {ap['binary'] or 'not installed (apt-get install apertium apertium-eng-spa)'}"
-          f" {ap['version'] or ''}; pairs: {', '.join(ap['pairs']) or 'none'}")
+    print(
+        f"apertium: {ap['binary'] or 'not installed (apt-get install apertium apertium-eng-spa)'}"
+        f" {ap['version'] or ''}; pairs: {', '.join(ap['pairs']) or 'none'}"
+    )
     te = status["tesseract"]
-    print(f"tesseract: {te['binary'] or 'not installed'} {te['version'] or ''}; languages: {', '.join(te['languages'])}")
+    print(
+        f"tesseract: {te['binary'] or 'not installed'} {te['version'] or ''}; "
+        f"languages: {', '.join(te['languages'])}"
+    )
     print(f"detection model: {status['detection']['model']}")
     print(f"glossary file: {status['glossary']['path']}")
     daemon = status["daemon"]
-    print(f"daemon: {'alive at ' + str(daemon['url']) if daemon['alive'] else 'not running'} (port {daemon['port']})")
+    print(
+        f"daemon: {'alive at ' + str(daemon['url']) if daemon['alive'] else 'not running'} "
+        f"(port {daemon['port']})"
+    )
     return 0
 
 
@@ -115,7 +205,10 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
             _print_json(infos)
         else:
             for info in infos:
-                print(f"{info['id']:<28} {info['kind']:<12} v{info['version']:<8} {info['license']:<24} {info['path']}")
+                print(
+                    f"{info['id']:<28} {info['kind']:<12} v{info['version']:<8} "
+                    f"{info['license']:<24} {info['path']}"
+                )
         return 0
     if args.packs_command == "install":
         if args.json:
@@ -126,7 +219,9 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
                     args.source, settings, sha256=args.sha256, progress=progress, replace=args.replace
                 )
         if args.json:
-            _print_json({"installed": manifest.id, "kind": manifest.kind, "languages": list(manifest.languages)})
+            _print_json(
+                {"installed": manifest.id, "kind": manifest.kind, "languages": list(manifest.languages)}
+            )
         else:
             print(f"installed {manifest.id} ({manifest.kind}: {', '.join(manifest.languages)})")
         return 0
@@ -202,6 +297,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="source", help="source language (detected when omitted)")
     p.add_argument("--tier", choices=["best", "fast"], help="best (default) or fast")
     p.set_defaults(func=cmd_translate)
+
+    p = add("translate-file", "translate a document, format preserved (NAME.<target>.EXT beside it)")
+    p.add_argument("path")
+    p.add_argument("--to", required=True, help="target language (BCP-47 or FLORES-200)")
+    p.add_argument("--from", dest="source", help="source language (detected when omitted)")
+    p.add_argument("-o", "--output", help="where to write (default NAME.<target>.EXT beside the input)")
+    p.add_argument("--overwrite", action="store_true", help="replace the output file if it exists")
+    p.add_argument("--tier", choices=["best", "fast"])
+    p.set_defaults(func=cmd_translate_file)
+
+    p = add("ocr", "read an image's text with OCR and translate it")
+    p.add_argument("path")
+    p.add_argument("--to", required=True, help="target language (BCP-47 or FLORES-200)")
+    p.add_argument("--from", dest="source", help="source language (detected when omitted)")
+    p.add_argument("--render", action="store_true", help="also write the image with the translation drawn in")
+    p.add_argument("-o", "--output", help="where to write the rendered image (implies --render)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--tier", choices=["best", "fast"])
+    p.set_defaults(func=cmd_ocr)
 
     p = add("detect", "detect the language of a text")
     p.add_argument("text", nargs="?")

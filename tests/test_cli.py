@@ -12,7 +12,9 @@ import pytest
 
 from dragoman.cli import main
 
-HAVE_APERTIUM = shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
+HAVE_APERTIUM = (
+    shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
+)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -21,7 +23,9 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-@pytest.mark.skipif(not HAVE_APERTIUM, reason="apertium-eng-spa is not installed (apt-get install apertium-eng-spa)")
+@pytest.mark.skipif(
+    not HAVE_APERTIUM, reason="apertium-eng-spa is not installed (apt-get install apertium-eng-spa)"
+)
 def test_translate_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "translate", "The house is red.", "--to", "es", "--from", "en", "--json")
     data = json.loads(out)
@@ -57,7 +61,10 @@ def test_detect_and_languages(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_languages_lists_what_installed_packs_reach(
-    capsys: pytest.CaptureFixture[str], packs_dir: Path, tiny_argos_pack: Path, monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str],
+    packs_dir: Path,
+    tiny_argos_pack: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DRAGOMAN_APERTIUM", "0")
     code, out, _ = run(capsys, "languages", "--json")
@@ -97,3 +104,39 @@ def test_status_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert status["daemon"]["alive"] is False
     if HAVE_APERTIUM:
         assert "eng_Latn->spa_Latn" in status["apertium"]["pairs"]
+
+
+@pytest.mark.skipif(
+    not HAVE_APERTIUM, reason="apertium-eng-spa is not installed (apt-get install apertium-eng-spa)"
+)
+def test_translate_file_writes_beside_the_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "note.md"
+    source.write_text("# The house\n\nThe house is red.\n\n```\ncode stays\n```\n", encoding="utf-8")
+    code, out, _ = run(capsys, "translate-file", str(source), "--to", "es", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["output_path"] == str(tmp_path / "note.es.md") and data["format"] == "markdown"
+    written = (tmp_path / "note.es.md").read_text(encoding="utf-8")
+    assert "casa" in written and "```\ncode stays\n```" in written
+    code, _, err = run(capsys, "translate-file", str(source), "--to", "es")
+    assert code == 2 and "already exists" in err
+
+
+@pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="tesseract is not installed (apt-get install tesseract-ocr)"
+)
+def test_ocr_prints_the_translation(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+    if not font.is_file():
+        pytest.skip("apt-get install fonts-dejavu-core")
+    image = Image.new("RGB", (900, 160), "white")
+    ImageDraw.Draw(image).text(
+        (30, 50), "The house is red.", fill="black", font=ImageFont.truetype(str(font), 48)
+    )
+    image.save(tmp_path / "sign.png")
+    code, out, _ = run(capsys, "ocr", str(tmp_path / "sign.png"), "--to", "es", "--from", "en", "--json")
+    data = json.loads(out)
+    assert code == 0 and "house" in data["extracted_text"] and data["output_path"] is None
+    if HAVE_APERTIUM:
+        assert "casa" in data["translated_text"]

@@ -109,7 +109,9 @@ def atomic_output(destination: Path, *, overwrite: bool = False) -> Iterator[Pat
     """
     destination = destination.absolute()
     if destination.exists() and not overwrite:
-        raise InvalidRequest(f"{destination} exists; choose another output path or ask to overwrite it")
+        raise InvalidRequest(
+            f"{destination} already exists; pass overwrite=true to replace it, or choose another output path"
+        )
     destination.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(
         prefix=f".{destination.stem}.", suffix=f".part{destination.suffix}", dir=destination.parent

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from dragoman.engine.errors import DocumentFormatError, InvalidRequest
 from dragoman.engine.languages import get, resolve
-from dragoman.engine.types import GlossaryEntry, ProgressCallback
+from dragoman.engine.types import GlossaryEntry, ProgressCallback, Provenance
 from dragoman.formats.base import (
     DocumentReport,
     FormatHandler,
@@ -45,7 +45,7 @@ class FileTranslation:
     format: str
     source: str
     target: str
-    provenance: str
+    provenance: Provenance
     seconds: float
     segments: int
     characters: int

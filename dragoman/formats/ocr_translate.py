@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dragoman.engine.errors import DocumentFormatError, InvalidRequest
-from dragoman.engine.types import GlossaryEntry, ProgressCallback
+from dragoman.engine.types import GlossaryEntry, ProgressCallback, Provenance
 from dragoman.formats import images
 from dragoman.formats.base import DocumentReport, TextBox, atomic_output, check_size, read_head
 from dragoman.formats.files import FALLBACK_SOURCE, EngineTextTranslator, default_output
@@ -34,7 +34,7 @@ class OcrTranslation:
     format: str
     source: str
     target: str
-    provenance: str
+    provenance: Provenance
     seconds: float
     segments: int
     characters: int

@@ -20,7 +20,6 @@ MAX_GLOSSARY = 200
 MAX_TEXT_CHARS = 1_000_000
 MAX_TERM_CHARS = 1_000
 #: Spec 8: 200 MB per file.
-MAX_FILE_BYTES = 200 * 1024 * 1024
 
 _PROVENANCE = Field(description="Where the work ran: 'on-device' for this server (nothing left the machine).")
 
@@ -146,13 +145,25 @@ class GlossaryOutput(BaseModel):
 class FileOutput(BaseModel):
     input_path: str
     output_path: str
-    format: str
+    format: str = Field(description="The format found in the file's content: docx, pdf, image, txt, md, ...")
     source: str
     target: str
+    segments: int = Field(description="Texts translated (paragraphs, cells, cues, strings, text boxes).")
     characters: int
+    pages: int | None = None
+    extra_outputs: dict[str, str] = Field(
+        default_factory=dict, description="Other files written, by kind (a PDF's DOCX export: 'docx')."
+    )
     provenance: Provenance = _PROVENANCE
     seconds: float
     warnings: list[str]
+
+
+class OcrBox(BaseModel):
+    page: int
+    bbox: list[float] = Field(description="x0, y0, x1, y1 in pixels of the page image.")
+    text: str
+    translation: str
 
 
 class OcrOutput(BaseModel):
@@ -160,6 +171,9 @@ class OcrOutput(BaseModel):
     translation: str
     source: str
     target: str
+    pages: int | None = None
+    boxes: list[OcrBox] = Field(default_factory=list, description="Each text box with its translation.")
+    output_path: str | None = Field(default=None, description="The rendered image, when render was asked.")
     provenance: Provenance = _PROVENANCE
     seconds: float
     warnings: list[str]

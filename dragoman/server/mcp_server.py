@@ -27,7 +27,7 @@ from mcp_types import CallToolResult, EmptyResult, ListRootsResult, SetLevelRequ
 from pydantic import Field
 
 from dragoman import __version__
-from dragoman.engine.errors import DragomanError, OcrUnavailable
+from dragoman.engine.errors import DragomanError
 from dragoman.engine.types import GlossaryEntry, TranslationResult
 from dragoman.server import paths
 from dragoman.server._mcp_models import (
@@ -45,6 +45,7 @@ from dragoman.server._mcp_models import (
     GlossaryRow,
     LanguageRow,
     LanguagesOutput,
+    OcrBox,
     OcrOutput,
     Scope,
     Source,
@@ -68,6 +69,7 @@ from dragoman.settings import Settings
 
 if TYPE_CHECKING:
     from dragoman.engine.engine import Engine
+    from dragoman.formats.files import FileTranslation
 
 log = logging.getLogger("dragoman.server.mcp")
 
@@ -306,40 +308,72 @@ async def glossary_remove(
     return answer(out, f"removed {out.removed} term(s); {out.count} left in this scope")
 
 
+OutputPath = Annotated[
+    str | None,
+    Field(max_length=4096, description="Where to write; default NAME.<target>.EXT next to the input."),
+]
+Overwrite = Annotated[bool, Field(description="Replace output_path if it exists (never the input).")]
+
+
+def _file_output(result: FileTranslation) -> FileOutput:
+    return FileOutput(
+        input_path=str(result.input_path),
+        output_path=str(result.output_path),
+        format=result.format,
+        source=result.source,
+        target=result.target,
+        segments=result.segments,
+        characters=result.characters,
+        pages=result.pages,
+        extra_outputs={kind: str(path) for kind, path in result.extra_outputs.items()},
+        provenance=result.provenance,
+        seconds=round(result.seconds, 6),
+        warnings=list(result.warnings),
+    )
+
+
 async def translate_file(
     path: FilePath,
     target: Target,
     ctx: Ctx,
     roots: ClientRoots,
     source: Source = None,
-    output_path: Annotated[
-        str | None,
-        Field(max_length=4096, description="Where to write; default NAME.<target>.EXT next to the input."),
-    ] = None,
-    overwrite: Annotated[
-        bool, Field(description="Replace output_path if it exists (never the input).")
-    ] = False,
+    output_path: OutputPath = None,
+    overwrite: Overwrite = False,
     tier: Tier = None,
 ) -> Annotated[CallToolResult, FileOutput]:
-    """Translate a document by path and write the result next to it (plain text: .txt and .md for now,
-    up to 200 MB). Never overwrites the input, nor an existing file unless overwrite is true."""
+    """Translate a document by path, format preserved, and write it next to the input as
+    NAME.<target>.EXT (or to output_path): DOCX, PPTX, XLSX, PDF (in place; a DOCX export too), PNG/JPEG/TIFF
+    (OCR, translation drawn over the text), TXT, Markdown, HTML, SRT, WebVTT, gettext PO, XLIFF, JSON i18n;
+    up to 200 MB. The type is decided by content. Never overwrites the input, nor an existing file unless
+    overwrite is true."""
     allowed = allowed_dirs(state_of(ctx), roots)
     progress = bridge_progress(ctx.report_progress)
+    try:
+        input_path = paths.check_allowed(path, allowed)
+        output = paths.check_allowed(output_path, allowed) if output_path else None
+    except DragomanError as exc:
+        raise tool_error(exc) from exc
+    from dragoman.formats import files  # imported on first use: start-up stays fast
+
     out = await run_engine(
         ctx,
-        lambda e: paths.translate_text_file(
-            e,
-            path,
-            target,
-            allowed,
-            source=source,
-            output_path=output_path,
-            overwrite=overwrite,
-            tier=tier,
-            progress=progress,
+        lambda e: _file_output(
+            files.translate_file(
+                e,
+                input_path,
+                target,
+                source=source,
+                output=output,
+                overwrite=overwrite,
+                tier=tier,
+                progress=progress,
+            )
         ),
     )
-    text = f"wrote {out.output_path} ({out.characters} characters, {out.source} -> {out.target})"
+    text = (
+        f"wrote {out.output_path} ({out.format}, {out.characters} characters, {out.source} -> {out.target})"
+    )
     return answer(out, _with_warnings(text, out.warnings))
 
 
@@ -350,18 +384,55 @@ async def ocr_translate(
     roots: ClientRoots,
     source: Source = None,
     tier: Tier = None,
+    render: Annotated[
+        bool, Field(description="Also write the image with the translation drawn over the original text.")
+    ] = False,
+    output_path: OutputPath = None,
+    overwrite: Overwrite = False,
 ) -> Annotated[CallToolResult, OcrOutput]:
-    """Extract the text of an image (PNG, JPEG, TIFF) with OCR on this device, then translate it."""
+    """Extract the text of an image (PNG, JPEG, TIFF, multi-page TIFF) with OCR on this device, then
+    translate it. Answers the extracted text, its translation and each text box with its translation; with
+    render, also writes the translated image (NAME.<target>.EXT, or output_path)."""
+    allowed = allowed_dirs(state_of(ctx), roots)
+    progress = bridge_progress(ctx.report_progress)
     try:
-        paths.check_allowed(path, allowed_dirs(state_of(ctx), roots))  # refuse a forbidden path first
+        input_path = paths.check_allowed(path, allowed)
+        output = paths.check_allowed(output_path, allowed) if output_path else None
     except DragomanError as exc:
         raise tool_error(exc) from exc
-    raise tool_error(
-        OcrUnavailable(
-            "OCR is not available in this version of dragoman yet (image formats arrive with document "
-            "support); extract the text another way and call translate with it"
+
+    from dragoman.formats.ocr_translate import ocr_translate as run_ocr_translate
+
+    def work(engine: Engine) -> OcrOutput:
+        result = run_ocr_translate(
+            engine,
+            input_path,
+            target,
+            source=source,
+            render=render or output is not None,
+            output=output,
+            overwrite=overwrite,
+            tier=tier,
+            progress=progress,
         )
-    )
+        return OcrOutput(
+            text=result.extracted_text,
+            translation=result.translated_text,
+            source=result.source,
+            target=result.target,
+            pages=result.pages,
+            boxes=[
+                OcrBox(page=b.page, bbox=list(b.bbox), text=b.text, translation=b.translation)
+                for b in result.boxes
+            ],
+            output_path=str(result.output_path) if result.output_path else None,
+            provenance=result.provenance,
+            seconds=round(result.seconds, 6),
+            warnings=list(result.warnings),
+        )
+
+    out = await run_engine(ctx, work)
+    return answer(out, _with_warnings(out.translation, out.warnings))
 
 
 # ----- server ----------------------------------------------------------------------------------------
@@ -390,7 +461,10 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
         _annotations("Remove glossary terms", read_only=False, idempotent=True, destructive=True),
     ),
     (translate_file, _annotations("Translate a file", read_only=False, idempotent=False, destructive=True)),
-    (ocr_translate, _annotations("OCR and translate an image", read_only=True, idempotent=True)),
+    (
+        ocr_translate,
+        _annotations("OCR and translate an image", read_only=False, idempotent=False, destructive=True),
+    ),
 )
 
 

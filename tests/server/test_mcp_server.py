@@ -28,8 +28,6 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CallToolResult, ListRootsResult, LoggingMessageNotificationParams, Root
 from pydantic import FileUrl
 
-from dragoman.engine.errors import DocumentFormatError, InvalidRequest, PathNotAllowed
-from dragoman.engine.types import TranslationResult
 from dragoman.server._mcp_models import MAX_BATCH, MAX_GLOSSARY, MAX_TEXT_CHARS
 
 pytestmark = pytest.mark.anyio
@@ -141,8 +139,8 @@ async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_anno
         assert "provenance" in tool.output_schema["properties"], name
         assert tool.annotations is not None, name
         assert tool.annotations.open_world_hint is False, name
-        assert tool.annotations.read_only_hint is (name in READ_ONLY | {"ocr_translate"}), name
-        assert tool.annotations.idempotent_hint is (name != "translate_file"), name
+        assert tool.annotations.read_only_hint is (name in READ_ONLY), name
+        assert tool.annotations.idempotent_hint is (name not in {"translate_file", "ocr_translate"}), name
     assert tools["glossary_remove"].annotations.destructive_hint is True  # type: ignore[union-attr]
     assert tools["glossary_add"].annotations.destructive_hint is False  # type: ignore[union-attr]
     batch = tools["translate_batch"].input_schema["properties"]
@@ -301,6 +299,9 @@ async def test_errors_are_tool_errors_with_actionable_text(
             await client.call_tool("translate", {"text": "Hello.", "target": "es", "tier": "ultra"})
         )
         ocr = error_text(await client.call_tool("ocr_translate", {"path": "scan.png", "target": "es"}))
+        fake_png = workdir / "fake.png"
+        fake_png.write_bytes(b"not an image at all")
+        not_image = error_text(await client.call_tool("ocr_translate", {"path": "fake.png", "target": "es"}))
         still_fine = structured(
             await client.call_tool("translate", {"text": "Hi.", "target": "es", "source": "en"})
         )
@@ -308,7 +309,8 @@ async def test_errors_are_tool_errors_with_actionable_text(
     assert "dragoman packs install" in pair and "eng_Latn->spa_Latn" in pair
     assert "64" in too_many
     assert "tier" in bad_tier
-    assert "OCR is not available" in ocr and "[ocr_unavailable]" in ocr
+    assert "scan.png" in ocr and "does not exist" in ocr and "[invalid_request]" in ocr
+    assert "fake.png" in not_image and "[unsupported_document]" in not_image
     assert still_fine["target"] == "spa_Latn"
 
 
@@ -591,14 +593,46 @@ async def test_translate_file_writes_next_to_the_input_and_never_overwrites(
         binary = error_text(await client.call_tool("translate_file", {"path": "blob.txt", "target": "es"}))
     out = workdir / "notes.es.md"
     assert first["output_path"] == str(out) == forced["output_path"]
-    assert first["input_path"] == str(source.resolve()) and first["format"] == "md"
+    assert first["input_path"] == str(source.resolve()) and first["format"] == "markdown"
     translated = out.read_text(encoding="utf-8")
     assert translated.count("\n\n") == source.read_text(encoding="utf-8").count("\n\n")
     assert "already exists" in again and "overwrite" in again
     assert "input" in onto_input
     assert source.read_text(encoding="utf-8").startswith("# Title")
-    assert "not supported yet" in pdf and ".txt, .md" in pdf
-    assert "binary" in binary
+    assert "report.pdf" in pdf and "[unsupported_document]" in pdf  # named .pdf, not a readable PDF
+    assert "blob.txt" in binary and "[unsupported_document]" in binary
+
+
+@pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="apt-get install tesseract-ocr tesseract-ocr-eng"
+)
+async def test_ocr_translate_reads_the_image_and_answers_boxes(
+    server_env: dict[str, str], workdir: Path, errlog: Path
+) -> None:
+    from PIL import Image, ImageDraw, ImageFont
+
+    font_path = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+    if not font_path.is_file():
+        pytest.skip("apt-get install fonts-dejavu-core")
+    image = Image.new("RGB", (900, 160), "white")
+    ImageDraw.Draw(image).text(
+        (30, 50), "The house is red.", fill="black", font=ImageFont.truetype(str(font_path), 48)
+    )
+    image.save(workdir / "sign.png")
+    async with session(server_env, workdir, errlog) as client:
+        read = structured(
+            await client.call_tool("ocr_translate", {"path": "sign.png", "target": "es", "source": "en"})
+        )
+        assert not (workdir / "sign.es.png").exists()
+        rendered = structured(
+            await client.call_tool(
+                "ocr_translate", {"path": "sign.png", "target": "es", "source": "en", "render": True}
+            )
+        )
+    assert "house" in read["text"] and read["translation"].strip() and read["provenance"] == "on-device"
+    assert read["boxes"] and read["boxes"][0]["page"] == 1 and len(read["boxes"][0]["bbox"]) == 4
+    assert read["output_path"] is None
+    assert rendered["output_path"] == str(workdir / "sign.es.png") and (workdir / "sign.es.png").is_file()
 
 
 async def test_file_tools_refuse_paths_outside_the_allowed_dirs(
@@ -703,76 +737,6 @@ def test_mcp_inspector_cli_lists_and_calls_tools(server_env: dict[str, str], wor
 
 
 # ----- the pieces, in process ---------------------------------------------------------------------------
-class _FakeEngine:
-    """Stands in for the engine where only the file logic is under test: upper-cases, keeps layout."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def translate(
-        self,
-        text: str,
-        target: str,
-        source: Any = None,
-        tier: Any = None,
-        glossary: Any = None,
-        progress: Any = None,
-    ) -> TranslationResult:
-        self.calls.append(text)
-        return TranslationResult(text.upper(), "eng_Latn", target, "on-device", 0.0, ("note",))
-
-
-def _translate_file(root: Path, path: str, **kw: Any) -> Any:
-    from dragoman.server.paths import translate_text_file
-
-    return translate_text_file(_FakeEngine(), path, "es", (root.resolve(),), **kw)  # type: ignore[arg-type]
-
-
-def test_translate_text_file_keeps_layout_and_bom_and_names_the_output(tmp_path: Path) -> None:
-    src = tmp_path / "a.txt"
-    src.write_bytes(b"\xef\xbb\xbfline one\r\n\r\nline two\n")
-    out = _translate_file(tmp_path, "a.txt")
-    assert out.output_path == str(tmp_path.resolve() / "a.es.txt") and out.warnings == ["note"]
-    assert (tmp_path / "a.es.txt").read_bytes() == b"\xef\xbb\xbfLINE ONE\r\n\r\nLINE TWO\n"
-    assert out.characters == len("line one\r\n\r\nline two\n")
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
-
-
-def test_translate_text_file_refusals(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("x", encoding="utf-8")
-    (tmp_path / "a.es.txt").write_text("keep me", encoding="utf-8")
-    (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
-    (tmp_path / "sub").mkdir()
-    with pytest.raises(InvalidRequest, match="already exists"):
-        _translate_file(tmp_path, "a.txt")
-    assert (tmp_path / "a.es.txt").read_text(encoding="utf-8") == "keep me"
-    with pytest.raises(DocumentFormatError, match="not UTF-8"):
-        _translate_file(tmp_path, "latin1.txt")
-    with pytest.raises(DocumentFormatError, match=r"format \.docx not supported yet; supported: \.txt, \.md"):
-        _translate_file(tmp_path, "x.docx")
-    with pytest.raises(InvalidRequest, match="no such file"):
-        _translate_file(tmp_path, "missing.txt")
-    with pytest.raises(InvalidRequest, match="does not exist"):
-        _translate_file(tmp_path, "a.txt", output_path="nowhere/b.txt")
-    with pytest.raises(PathNotAllowed, match="outside the allowed directories"):
-        _translate_file(tmp_path / "sub", "../a.txt")
-    assert _translate_file(tmp_path, "a.txt", overwrite=True).output_path.endswith("a.es.txt")
-    assert (tmp_path / "a.es.txt").read_text(encoding="utf-8") == "X"
-
-
-def test_write_atomic_never_replaces_a_file_that_appeared_meanwhile(tmp_path: Path) -> None:
-    from dragoman.server.paths import write_atomic
-
-    target = tmp_path / "out.txt"
-    target.write_text("first", encoding="utf-8")
-    with pytest.raises(InvalidRequest, match="already exists"):
-        write_atomic(target, b"second", overwrite=False)
-    assert target.read_text(encoding="utf-8") == "first"
-    write_atomic(target, b"second", overwrite=True)
-    assert target.read_text(encoding="utf-8") == "second"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
-
-
 def test_roots_from_uris_takes_local_file_uris_only(tmp_path: Path) -> None:
     from dragoman.server.paths import allowed_roots, roots_from_uris
 
