@@ -35,6 +35,16 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise InvalidRequest(f"{name} must be an integer, got {value!r}") from exc
 
 
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    value = env.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise InvalidRequest(f"{name} must be a number, got {value!r}") from exc
+
+
 def _paths(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
     value = env.get(name, "").strip()
     return tuple(Path(p).expanduser() for p in value.split(os.pathsep) if p.strip())
@@ -64,6 +74,13 @@ class Settings:
     # it gains on small batches); parallel requests then use the other cores.
     inter_threads: int = field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
     intra_threads: int = 1
+    # The local daemon: engine threads, waiting places before 503, seconds per request before 504,
+    # browser origins CORS lets in, and the bearer token (spec 5.5: SERVICE_SERVE_TOKEN).
+    serve_workers: int = field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
+    serve_queue: int = 64
+    serve_timeout: float = 60.0
+    allowed_origins: tuple[str, ...] = ()
+    serve_token: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -90,4 +107,11 @@ class Settings:
             max_pack_bytes=_int(env, "DRAGOMAN_MAX_PACK_BYTES", 8 * 1024**3),
             inter_threads=_int(env, "DRAGOMAN_INTER_THREADS", max(1, min(4, os.cpu_count() or 1))),
             intra_threads=_int(env, "DRAGOMAN_INTRA_THREADS", 1),
+            serve_workers=_int(env, "DRAGOMAN_SERVE_WORKERS", max(1, min(4, os.cpu_count() or 1))),
+            serve_queue=_int(env, "DRAGOMAN_SERVE_QUEUE", 64),
+            serve_timeout=_float(env, "DRAGOMAN_SERVE_TIMEOUT", 60.0),
+            allowed_origins=tuple(
+                o for o in env.get("DRAGOMAN_ALLOWED_ORIGINS", "").replace(" ", ",").split(",") if o
+            ),
+            serve_token=env.get("SERVICE_SERVE_TOKEN") or None,
         )

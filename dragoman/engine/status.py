@@ -86,7 +86,7 @@ def daemon_status(settings: Settings, timeout: float = 0.5) -> dict[str, Any]:
     host = info.get("host", "127.0.0.1")
     url = f"http://{'[' + host + ']' if ':' in host else host}:{info['port']}"
     headers = {}
-    token = os.environ.get("SERVICE_SERVE_TOKEN")
+    token = settings.serve_token
     if token:
         headers["Authorization"] = f"Bearer {token}"
     try:

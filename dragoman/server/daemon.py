@@ -367,14 +367,6 @@ def _log_to_stderr() -> None:
         logger.propagate = False
 
 
-def _env_number(name: str, default: float) -> float:
-    value = os.environ.get(name, "").strip()
-    try:
-        return float(value) if value else default
-    except ValueError as exc:
-        raise InvalidRequest(f"{name} must be a number, got {value!r}") from exc
-
-
 def serve(
     settings: Settings,
     *,
@@ -389,9 +381,9 @@ def serve(
 ) -> int:
     """Run the daemon until SIGTERM/SIGINT (in-flight requests finish); returns the exit status (0).
 
-    Unset arguments come from ``SERVICE_SERVE_TOKEN``, ``DRAGOMAN_PORT`` (via settings),
-    ``DRAGOMAN_SERVE_WORKERS``, ``DRAGOMAN_SERVE_QUEUE``, ``DRAGOMAN_SERVE_TIMEOUT`` and
-    ``DRAGOMAN_ALLOWED_ORIGINS`` (comma-separated). Raises :class:`PortInUse` or :class:`InvalidRequest`.
+    Unset arguments come from the settings (``SERVICE_SERVE_TOKEN``, ``DRAGOMAN_PORT``,
+    ``DRAGOMAN_SERVE_WORKERS``, ``DRAGOMAN_SERVE_QUEUE``, ``DRAGOMAN_SERVE_TIMEOUT``,
+    ``DRAGOMAN_ALLOWED_ORIGINS``). Raises :class:`PortInUse` or :class:`InvalidRequest`.
     """
     from dragoman.engine.engine import Engine
     from dragoman.engine.status import daemon_file
@@ -402,21 +394,15 @@ def serve(
             "anyone who can reach the port could use it. If you really mean it, pass --allow-non-loopback "
             "and set SERVICE_SERVE_TOKEN"
         )
-    token = token if token is not None else os.environ.get("SERVICE_SERVE_TOKEN") or None
+    token = token if token is not None else settings.serve_token
     if not is_loopback(host) and not token:
         log.warning(
             "listening on %s without SERVICE_SERVE_TOKEN: anyone who reaches the port can use it", host
         )
-    origins = list(allowed_origins) or [
-        o for o in os.environ.get("DRAGOMAN_ALLOWED_ORIGINS", "").replace(" ", ",").split(",") if o
-    ]
-    workers = workers or int(_env_number("DRAGOMAN_SERVE_WORKERS", min(4, os.cpu_count() or 1)))
-    queue_limit = (
-        queue_limit
-        if queue_limit is not None
-        else int(_env_number("DRAGOMAN_SERVE_QUEUE", DEFAULT_QUEUE_LIMIT))
-    )
-    timeout = timeout or _env_number("DRAGOMAN_SERVE_TIMEOUT", DEFAULT_TIMEOUT)
+    origins = list(allowed_origins) or list(settings.allowed_origins)
+    workers = workers or settings.serve_workers
+    queue_limit = queue_limit if queue_limit is not None else settings.serve_queue
+    timeout = timeout or settings.serve_timeout
     _log_to_stderr()
     sock = bind_socket(host, settings.port if port is None else port)
     bound_port = int(sock.getsockname()[1])
