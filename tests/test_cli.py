@@ -9,12 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import HAVE_APERTIUM
 
 from dragoman.cli import main
-
-HAVE_APERTIUM = (
-    shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
-)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import needs_apertium
 
 from dragoman.engine import engine as engine_module
 from dragoman.engine.backends.ctranslate2_backend import CTranslate2Backend
@@ -16,14 +17,6 @@ from dragoman.engine.errors import InvalidRequest, LimitExceeded, UnknownLanguag
 from dragoman.engine.glossary import GlossaryStore
 from dragoman.engine.types import GlossaryEntry
 from dragoman.settings import Settings
-
-HAVE_APERTIUM = (
-    shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
-)
-needs_apertium = pytest.mark.skipif(
-    not HAVE_APERTIUM,
-    reason="Apertium with eng-spa is not installed (apt-get install apertium apertium-eng-spa)",
-)
 
 
 @pytest.fixture
@@ -283,4 +276,6 @@ def test_reprotect_marks_outputs_for_the_next_hop() -> None:
 def test_apertium_unknown_words_are_reported(engine: Engine) -> None:
     result = engine.translate("The flibbertigibbet house is red.", target="es", source="en")
     assert "flibbertigibbet" in result.translation and "*" not in result.translation
-    assert result.warnings == ("unknown_words: apertium-eng-spa left 1 word(s) it does not know untranslated",)
+    assert result.warnings == (
+        "unknown_words: apertium-eng-spa left 1 word(s) it does not know untranslated",
+    )

@@ -5,6 +5,7 @@ import json
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import ctranslate2
 import pytest
@@ -144,3 +145,134 @@ def test_argos_archive_has_one_top_level_directory(argos_archive: Path, tmp_path
         archive.extractall(tmp_path)
     manifest = read_manifest(tmp_path / top)
     assert manifest.pairs == (("eng_Latn", "spa_Latn"),)
+
+
+# ----- sizes -------------------------------------------------------------------------------------------
+
+
+def _model_digest(pack: Path) -> str:
+    return hashlib.sha256((pack / "model" / "model.bin").read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def base_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The base-size pack (the shape of a real Argos pack): a few seconds to build, about 100 MB."""
+    return tinypack.build_argos_pack(tmp_path_factory.mktemp("packs") / "base-en_es", size="base")
+
+
+def test_tiny_is_the_default_size(tmp_path: Path) -> None:
+    default = tinypack.build_argos_pack(tmp_path / "default", seed=3)
+    named = tinypack.build_argos_pack(tmp_path / "named", seed=3, size="tiny")
+    explicit = tinypack.build_argos_pack(
+        tmp_path / "explicit", seed=3, size=tinypack.ModelSize(d_model=64, layers=2, heads=4, ffn=128)
+    )
+    assert _model_digest(default) == _model_digest(named) == _model_digest(explicit)
+    assert (default / "sentencepiece.model").read_bytes() == tinypack.sentencepiece_model()
+
+
+def test_custom_size_pads_the_vocabulary_with_fillers_never_produced(tmp_path: Path) -> None:
+    shape = tinypack.ModelSize(d_model=32, layers=1, heads=2, ffn=64, vocab=1000)
+    pack = tinypack.build_argos_pack(tmp_path / "custom", size=shape)
+    vocabulary = _vocabulary(pack / "model")
+    assert len(vocabulary) == 1000
+    assert vocabulary[-1] == tinypack.FILLER.format(1000 - len(tinypack._pieces()) - 1)
+    assert "custom-size" in json.loads((pack / "metadata.json").read_text(encoding="utf-8"))["description"]
+    tokens = _translate(pack / "model", pack / "sentencepiece.model", "Hello world", max_decoding_length=200)
+    assert tokens and not [t for t in tokens if t.startswith("<filler_")]
+
+
+def test_multilingual_pack_puts_language_tokens_after_the_fillers(tmp_path: Path) -> None:
+    shape = tinypack.ModelSize(d_model=32, layers=1, heads=2, ffn=64, vocab=700)
+    pack = tinypack.build_multilingual_pack(tmp_path / "m", ["eng_Latn", "spa_Latn"], size=shape)
+    vocabulary = _vocabulary(pack / "model")
+    assert len(vocabulary) == 700
+    assert vocabulary[-2:] == ["eng_Latn", "spa_Latn"]
+
+
+def test_unknown_size_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="size must be one of tiny, base"):
+        tinypack.build_argos_pack(tmp_path / "x", size="huge")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    "dims",
+    [
+        {"d_model": 30, "layers": 1, "heads": 4, "ffn": 8},  # heads do not divide d_model
+        {"d_model": 5, "layers": 1, "heads": 5, "ffn": 8},  # odd d_model: no sinusoid pairs
+        {"d_model": 32, "layers": 0, "heads": 4, "ffn": 8},
+        {"d_model": 32, "layers": 1, "heads": 4, "ffn": 8, "eos_ramp": 0.0},
+    ],
+)
+def test_impossible_shapes_are_refused(dims: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        tinypack.ModelSize(**dims)
+
+
+def test_sample_sentences_are_deterministic_and_seeded() -> None:
+    first = tinypack.sample_sentences(20, seed=4)
+    assert first == tinypack.sample_sentences(20, seed=4)
+    assert first != tinypack.sample_sentences(20, seed=5)
+    assert len(set(first)) == 20
+    assert all(8 <= len(s.split()) <= 25 and s[-1] in ".?!" and s[0].isupper() for s in first)
+
+
+def test_base_pack_has_the_shape_of_a_real_pack(base_pack: Path) -> None:
+    assert len(_vocabulary(base_pack / "model")) == 32000
+    size = sum(p.stat().st_size for p in base_pack.rglob("*") if p.is_file())
+    assert 60e6 < size < 140e6  # int8: a float32 model of this shape would be about 400 MB
+    translator = ctranslate2.Translator(str(base_pack / "model"), device="cpu")
+    assert translator.compute_type.startswith("int8")
+    # Common words are single pieces, as with a real SentencePiece model (the tiny one is near bytes).
+    processor = spm.SentencePieceProcessor(model_file=str(base_pack / "sentencepiece.model"))
+    tiny = spm.SentencePieceProcessor(model_proto=tinypack.sentencepiece_model())
+    texts = tinypack.sample_sentences(50, seed=99)
+    words = sum(len(t.split()) for t in texts)
+    assert sum(len(processor.encode(t)) for t in texts) / words < 1.5
+    assert sum(len(tiny.encode(t)) for t in texts) / words > 3
+
+
+def test_base_pack_outputs_end_within_a_bounded_length(base_pack: Path) -> None:
+    processor = spm.SentencePieceProcessor(model_file=str(base_pack / "sentencepiece.model"))
+    translator = ctranslate2.Translator(str(base_pack / "model"), device="cpu", intra_threads=1)
+    texts = [*tinypack.sample_sentences(12, seed=7), "x", "Привет мир, как дела?", "中文 😀", "a " * 150]
+    results = translator.translate_batch(
+        [processor.encode(t, out_type=str) for t in texts], beam_size=2, max_decoding_length=500
+    )
+    lengths = [len(r.hypotheses[0]) for r in results]
+    # The gentler ramp gives sentence-like lengths, far below the bound, whatever the input.
+    assert all(15 <= n <= 45 for n in lengths), lengths
+    produced = {t for r in results for t in r.hypotheses[0]}
+    assert not [t for t in produced if t.startswith(("<filler_", "<0x")) or t in ("<unk>", "<s>")]
+
+
+# ----- a tiny pack built while an engine runs ------------------------------------------------------------
+
+
+def test_engine_routes_to_a_pack_built_after_it_started(tmp_path: Path) -> None:
+    """Routes are cached per state of the packs directory: a new pack there is found, then reused."""
+    from dragoman.engine.engine import Engine
+    from dragoman.engine.errors import UnsupportedPair
+    from dragoman.settings import Settings
+
+    packs = tmp_path / "packs"
+    packs.mkdir()
+    settings = Settings.from_env(
+        {
+            "DRAGOMAN_PACKS_DIR": str(packs),
+            "DRAGOMAN_APERTIUM": "0",
+            "DRAGOMAN_GLOSSARY": str(tmp_path / "glossary.json"),
+        }
+    )
+    with Engine(settings) as engine:
+        with pytest.raises(UnsupportedPair):
+            engine.translate("Hello world.", target="es", source="en")
+        time.sleep(0.05)  # past the file system's timestamp granularity, as a later install would be
+        tinypack.build_argos_pack(packs / "translate-en_es", "en", "es")
+        result = engine.translate("Hello world.", target="es", source="en")
+        assert result.route == ("argos-en-es:eng_Latn->spa_Latn",)
+        assert engine.registry.routes("eng_Latn", "spa_Latn") is engine.registry.routes(
+            "eng_Latn", "spa_Latn"
+        )
+        with pytest.raises(UnsupportedPair):
+            engine.translate("Hello world.", target="fr", source="en")

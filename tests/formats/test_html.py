@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import re
-import shutil
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 import lxml.html  # type: ignore[import-untyped]
 import pytest
+from support import needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError
 from dragoman.formats import files
 from dragoman.formats.html import HtmlHandler
 from dragoman.settings import Settings
-
-HAVE_APERTIUM = (
-    shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
-)
-needs_apertium = pytest.mark.skipif(not HAVE_APERTIUM, reason="apt-get install apertium apertium-eng-spa")
 
 PROTECTED = re.compile(r"<[^<>]*>|&\w+;")
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
+from support import needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError, InvalidRequest, OcrUnavailable
@@ -21,14 +22,10 @@ from dragoman.formats.ocr_translate import ocr_translate
 from dragoman.settings import Settings
 
 DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
-HAVE_APERTIUM = (
-    shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
-)
 needs_tesseract = pytest.mark.skipif(
     shutil.which("tesseract") is None, reason="apt-get install tesseract-ocr"
 )
 needs_font = pytest.mark.skipif(not DEJAVU.is_file(), reason="apt-get install fonts-dejavu-core")
-needs_apertium = pytest.mark.skipif(not HAVE_APERTIUM, reason="apt-get install apertium apertium-eng-spa")
 
 
 class Brackets:

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support import needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError
 from dragoman.formats import _inline, files
 from dragoman.formats.markdown import MarkdownHandler
 from dragoman.settings import Settings
-
-HAVE_APERTIUM = (
-    shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
-)
-needs_apertium = pytest.mark.skipif(not HAVE_APERTIUM, reason="apt-get install apertium apertium-eng-spa")
 
 #: What the engine keeps as it is: tags (numbered ones too), braces, printf, code, URLs, entities.
 PROTECTED = re.compile(r"<[^<>]*>|\{[^{}]*\}|%\([^)]*\)[sd]|%[sd]|`[^`]*`|https?://\S+|&\w+;")

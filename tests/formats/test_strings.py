@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import polib  # type: ignore[import-untyped]
 import pytest
 from lxml import etree  # type: ignore[import-untyped]
+from support import needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError
@@ -18,11 +18,6 @@ from dragoman.formats import files
 from dragoman.formats.base import FormatHandler
 from dragoman.formats.strings import JsonHandler, PoHandler, XliffHandler
 from dragoman.settings import Settings
-
-HAVE_APERTIUM = (
-    shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
-)
-needs_apertium = pytest.mark.skipif(not HAVE_APERTIUM, reason="apt-get install apertium apertium-eng-spa")
 
 PROTECTED = re.compile(r"<[^<>]*>|\{\{[^{}]*\}\}|\{[^{}]*\}|%\([^)]*\)[sd]|%[sd]|&\w+;")
 

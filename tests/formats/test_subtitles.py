@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from support import needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError
 from dragoman.formats import files
 from dragoman.formats.subtitles import SrtHandler, WebVttHandler, split_lines
 from dragoman.settings import Settings
-
-HAVE_APERTIUM = (
-    shutil.which("lt-proc") is not None and Path("/usr/share/apertium/modes/eng-spa.mode").is_file()
-)
-needs_apertium = pytest.mark.skipif(not HAVE_APERTIUM, reason="apt-get install apertium apertium-eng-spa")
 
 PROTECTED = re.compile(r"<[^<>]*>|\{[^{}]*\}")
 

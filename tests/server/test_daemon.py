@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +26,7 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
+from support import needs_apertium
 
 from dragoman import __version__
 from dragoman.cli import main as cli_main
@@ -40,10 +40,6 @@ from dragoman.server.daemon import BackgroundDaemon, _checked, create_app, is_lo
 from dragoman.settings import Settings
 
 MB2 = 2 * 1024 * 1024
-needs_apertium = pytest.mark.skipif(
-    not Path("/usr/share/apertium/modes/eng-spa.mode").exists() or shutil.which("lt-proc") is None,
-    reason="Apertium eng-spa is not installed",
-)
 pytestmark = [pytest.mark.apertium, needs_apertium]
 
 

@@ -11,15 +11,14 @@ and the daemon is still healthy at the end. Needs ``schemathesis`` (dev dependen
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.tinypack import build_argos_pack
@@ -29,10 +28,7 @@ from dragoman.settings import Settings
 schemathesis = pytest.importorskip("schemathesis")
 
 ALLOWED_5XX = {502, 504}
-pytestmark = pytest.mark.skipif(
-    not Path("/usr/share/apertium/modes/eng-spa.mode").exists() or shutil.which("lt-proc") is None,
-    reason="Apertium eng-spa is not installed",
-)
+pytestmark = needs_apertium
 
 
 @pytest.fixture(scope="module")
