@@ -29,6 +29,7 @@ _LEADING = re.compile(
     rf"{_EDGE_SPACE}+)?"
 )
 _TRAILING = re.compile(rf"{_EDGE_SPACE}+\Z")
+_EDGES = re.compile(rf"\A{_EDGE_SPACE}+|{_EDGE_SPACE}+\Z")
 _ALNUM = re.compile(r"[^\W_]")
 
 #: Sentence-final punctuation: Latin, CJK, Devanagari danda, Arabic/Urdu, Armenian, Ethiopic, Myanmar, Khmer.
@@ -122,6 +123,18 @@ class _Builder:
             return
         if is_text and not _ALNUM.search(part):
             is_text = False
+        if is_text:  # edge spaces, BOMs and zero-width spaces belong to the separators around a sentence
+            core = _EDGES.sub("", part)
+            at = part.index(core)
+            self.add(part[:at], False)
+            self._append(core, True)
+            self.add(part[at + len(core) :], False)
+            return
+        self._append(part, is_text)
+
+    def _append(self, part: str, is_text: bool) -> None:
+        if not part:
+            return
         if not is_text and self.parts and not self.is_text[-1]:
             self.parts[-1] += part
             return
