@@ -19,7 +19,7 @@ from dragoman.engine.glossary import GlossaryStore, validate_entries
 from dragoman.engine.languages import all_languages, get, resolve
 from dragoman.engine.protection import protect
 from dragoman.engine.registry import PackRegistry
-from dragoman.engine.routing import find_routes, reachable_pairs
+from dragoman.engine.routing import reachable_pairs
 from dragoman.engine.segmentation import Segmented, segment
 from dragoman.engine.types import (
     Detection,
@@ -164,9 +164,10 @@ class Engine:
                 warnings[i].extend(group_warnings.get(i, []))
                 routes[i] = route
         seconds = time.perf_counter() - started
+        sources = {i: g.source for g in groups.values() for i in g.indexes}
         results = []
-        for i, _text in enumerate(texts):
-            src = next(g.source for g in groups.values() if i in g.indexes)
+        for i in range(len(texts)):
+            src = sources[i]
             route = routes.get(i)
             results.append(
                 TranslationResult(
@@ -237,7 +238,7 @@ class Engine:
         return tuple(e for e in entries if e.applies_to(source, target))
 
     def route(self, source: str, target: str, tier: Tier = "best") -> Route:
-        routes = find_routes(self.registry.edges(), source, target, tier)
+        routes = self.registry.routes(source, target, tier)
         if routes:
             return routes[0]
         pairs = sorted(self.installed_pairs())

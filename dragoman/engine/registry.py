@@ -3,14 +3,15 @@
 Installed CTranslate2 packs come from the pack store (the user data directory); Apertium pairs come from the
 system's ``.mode`` files. A backend is loaded on first use, under a per-pack lock so that concurrent first
 calls load it once, and kept for the life of the engine. The list of packs is re-read when the packs
-directory changes (an install from another process), without unloading what is loaded.
+directory changes (an install from another process), without unloading what is loaded; the route edges and
+the routes found between languages are kept with it, so that a call costs one ``stat`` of the directory.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dragoman.engine.backends.apertium import ApertiumBackend, ApertiumMode, discover_modes
@@ -19,7 +20,8 @@ from dragoman.engine.backends.ctranslate2_backend import CTranslate2Backend
 from dragoman.engine.errors import PackNotInstalled
 from dragoman.engine.packs.manifest import DEFAULT_RANKS, PackManifest
 from dragoman.engine.packs.store import PackStore, pack_info
-from dragoman.engine.types import Hop, PackInfo
+from dragoman.engine.routing import find_routes
+from dragoman.engine.types import Hop, PackInfo, Route, Tier
 from dragoman.settings import Settings
 
 log = logging.getLogger("dragoman.engine")
@@ -35,6 +37,27 @@ class _Entry:
     mode: ApertiumMode | None = None
 
 
+@dataclass(frozen=True)
+class _Snapshot:
+    """The usable packs as of one state of the packs directory, their route edges, and routes found."""
+
+    entries: dict[str, _Entry]
+    edges: tuple[Hop, ...]
+    routes: dict[tuple[str, str, Tier], tuple[Route, ...]] = field(default_factory=dict)
+
+
+def _edges(entries: dict[str, _Entry]) -> tuple[Hop, ...]:
+    hops: list[Hop] = []
+    for entry in entries.values():
+        if entry.mode is not None:
+            quality, speed = DEFAULT_RANKS["apertium"]
+            hops.append(Hop(entry.id, "apertium", entry.mode.source, entry.mode.target, quality, speed))
+        elif entry.manifest is not None:
+            m = entry.manifest
+            hops.extend(Hop(m.id, m.kind, s, t, m.quality, m.speed) for s, t in m.pairs)
+    return tuple(hops)
+
+
 class PackRegistry:
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -42,7 +65,7 @@ class PackRegistry:
         self._lock = threading.Lock()
         self._load_locks: dict[str, threading.Lock] = {}
         self._backends: dict[str, Backend] = {}
-        self._entries: dict[str, _Entry] = {}
+        self._snapshot = _Snapshot({}, ())
         self._stamp: tuple[int, ...] | None = None
         self._modes: list[ApertiumMode] | None = None
 
@@ -64,8 +87,8 @@ class PackRegistry:
             self._modes = discover_modes(self._settings.apertium_modes_dirs)
         return self._modes
 
-    def entries(self) -> dict[str, _Entry]:
-        """Every usable pack by id, re-read when the packs directory has changed."""
+    def _current(self) -> _Snapshot:
+        """The snapshot of the packs directory as it is now, re-read when the directory has changed."""
         stamp = self._packs_stamp()
         with self._lock:
             if stamp != self._stamp:
@@ -75,24 +98,30 @@ class PackRegistry:
                         entries[mode.pack_id] = _Entry(mode.pack_id, None, mode.path, mode)
                 for manifest, path in self._store.list():
                     entries[manifest.id] = _Entry(manifest.id, manifest, path)
-                self._entries = entries
+                self._snapshot = _Snapshot(entries, _edges(entries))
                 self._stamp = stamp
-            return self._entries
+            return self._snapshot
+
+    def entries(self) -> dict[str, _Entry]:
+        """Every usable pack by id, re-read when the packs directory has changed."""
+        return self._current().entries
 
     def refresh(self) -> None:
         with self._lock:
             self._stamp = None
 
     def edges(self) -> list[Hop]:
-        hops: list[Hop] = []
-        for entry in self.entries().values():
-            if entry.mode is not None:
-                quality, speed = DEFAULT_RANKS["apertium"]
-                hops.append(Hop(entry.id, "apertium", entry.mode.source, entry.mode.target, quality, speed))
-            elif entry.manifest is not None:
-                m = entry.manifest
-                hops.extend(Hop(m.id, m.kind, s, t, m.quality, m.speed) for s, t in m.pairs)
-        return hops
+        return list(self._current().edges)
+
+    def routes(self, source: str, target: str, tier: Tier = "best") -> tuple[Route, ...]:
+        """:func:`find_routes` over the installed packs, best first; cached until the packs change."""
+        snapshot = self._current()
+        key = (source, target, tier)
+        found = snapshot.routes.get(key)
+        if found is None:  # two threads may both search; they find the same routes
+            found = tuple(find_routes(snapshot.edges, source, target, tier))
+            snapshot.routes[key] = found
+        return found
 
     def backend(self, pack_id: str) -> Backend:
         """The loaded backend of a pack, loading it on first use (once, whoever asks first)."""
