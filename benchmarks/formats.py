@@ -130,6 +130,35 @@ def bench_pdf(engine: Engine, tmp: Path) -> None:
     measure("PDF", engine, build_pdf(tmp / "report.pdf"), PAGES)
 
 
+def build_docx(path: Path, pages: int = PAGES) -> Path:
+    """About a page each: a heading, four paragraphs with a bold and an italic run, and a 3x3 table;
+    a header and a footer."""
+    import docx
+    from docx.enum.text import WD_BREAK
+
+    document = docx.Document()
+    section = document.sections[0]
+    section.header.paragraphs[0].text = "Quarterly report of the small house company"
+    section.footer.paragraphs[0].text = "Confidential. Do not share outside the company."
+    for number in range(pages):
+        document.add_heading(f"Chapter {number + 1}: {sentence(number)[:-1]}", level=1)
+        for k in range(4):
+            para = document.add_paragraph(paragraph(number * 16 + k * 4, 3) + " ")
+            para.add_run(sentence(number + k)).bold = True
+            para.add_run(" " + sentence(number + k + 1)).italic = True
+        table = document.add_table(rows=3, cols=3)
+        for r, row in enumerate(table.rows):
+            for c, cell in enumerate(row.cells):
+                cell.text = sentence(number + r * 3 + c)
+        document.paragraphs[-1].add_run().add_break(WD_BREAK.PAGE)
+    document.save(str(path))
+    return path
+
+
+def bench_docx(engine: Engine, tmp: Path) -> None:
+    measure("DOCX", engine, build_docx(tmp / "report.docx"), PAGES)
+
+
 def main() -> None:
     if shutil.which("apertium") is None or not Path("/usr/share/apertium/modes/eng-spa.mode").is_file():
         sys.exit("needs Apertium eng-spa: sudo apt-get install apertium apertium-eng-spa")
