@@ -127,9 +127,7 @@ class Engine:
         Without ``source`` each text is detected on its own (a batch may mix languages). Without
         ``glossary`` the user's glossary file applies; an empty list means no glossary at all.
         """
-        if isinstance(texts, str):
-            raise InvalidRequest("texts must be a list of strings, not one string")
-        if len(texts) > MAX_BATCH:
+        if not isinstance(texts, str) and len(texts) > MAX_BATCH:  # the type is checked by translate_many
             raise LimitExceeded(f"a batch holds at most {MAX_BATCH} texts; got {len(texts)}: split it")
         return self.translate_many(texts, target, source, tier, glossary, progress)
 
