@@ -45,6 +45,24 @@ _PLACEHOLDERS = tuple(
         r"(?<![\w$])\$[A-Za-z_][A-Za-z0-9_]*",
     )
 )
+#: For each pattern above, the substrings one of which a text must hold for the pattern to match at all:
+#: most sentences hold none of them, so most patterns are skipped without running (this is a hot path).
+_TRIGGERS: tuple[tuple[str, ...], ...] = (
+    ("`",),
+    ("://", "www."),
+    ("@",),
+    ("<!--",),
+    ("<",),
+    ("<",),
+    ("&",),
+    ("%",),
+    ("%",),
+    ("%",),
+    ("%",),
+    ("%",),
+    ("$",),
+)
+_URL_PATTERN = 1
 _URL_TRAILING = ".,;:!?*'\")]}"
 _MAX_BRACE_SPAN = 500
 #: What may stand between braces: one name or index with an optional format spec ({name}, {0:>10}, {},
@@ -93,10 +111,12 @@ def _brace_spans(text: str) -> Iterator[tuple[int, int]]:
 
 def _placeholder_spans(text: str) -> list[tuple[int, int]]:
     """Non-overlapping placeholder spans, leftmost first, the longest where several start together."""
-    found: list[tuple[int, int]] = list(_brace_spans(text))
-    for index, pattern in enumerate(_PLACEHOLDERS):
+    found: list[tuple[int, int]] = list(_brace_spans(text)) if "{" in text else []
+    for index, (pattern, triggers) in enumerate(zip(_PLACEHOLDERS, _TRIGGERS, strict=True)):
+        if not any(t in text for t in triggers):
+            continue
         for m in pattern.finditer(text):
-            end = _trim_url(text, m.start(), m.end()) if index == 1 else m.end()
+            end = _trim_url(text, m.start(), m.end()) if index == _URL_PATTERN else m.end()
             if end > m.start():
                 found.append((m.start(), end))
     found.sort(key=lambda span: (span[0], span[0] - span[1]))
