@@ -71,7 +71,8 @@ async def demo(env: dict[str, str], workdir: Path) -> None:
             ("translate", {"text": "Hello.", "target": "klingonese"}),  # an error the model can act on
             ("glossary_remove", {"terms": ["dragoman"], "target": "es"}),
             ("translate_file", {"path": "notes.txt", "target": "es", "source": "en"}),
-            ("ocr_translate", {"path": "scan.png", "target": "es"}),
+            ("translate_file", {"path": "report.docx", "target": "es", "source": "en"}),
+            ("ocr_translate", {"path": "sign.png", "target": "es", "source": "en", "render": True}),
         ]
         for name, arguments in calls:
             show(name, await s.call_tool(name, arguments))
@@ -84,6 +85,32 @@ async def demo(env: dict[str, str], workdir: Path) -> None:
         written = workdir / "notes.es.txt"
         if written.exists():
             print(f"\n{written} holds:\n{written.read_text(encoding='utf-8')}")
+        report = workdir / "report.es.docx"
+        if report.exists():
+            import docx
+
+            print(f"{report} holds (bold runs in **):")
+            for paragraph in docx.Document(str(report)).paragraphs:
+                print("  " + "".join(f"**{r.text}**" if r.bold else r.text for r in paragraph.runs))
+
+
+def make_documents(workdir: Path) -> None:
+    """A small DOCX with a bold word and a table, and a PNG sign, for the file tools."""
+    import docx
+    from PIL import Image, ImageDraw, ImageFont
+
+    document = docx.Document()
+    document.add_heading("Quarterly report", level=1)
+    paragraph = document.add_paragraph("The house is ")
+    paragraph.add_run("red").bold = True
+    paragraph.add_run(" and the garden is big.")
+    document.add_table(rows=1, cols=2).rows[0].cells[0].text = "The dog is small."
+    document.save(str(workdir / "report.docx"))
+    image = Image.new("RGB", (900, 160), "white")
+    font_path = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+    font = ImageFont.truetype(str(font_path), 48) if font_path.is_file() else ImageFont.load_default()
+    ImageDraw.Draw(image).text((30, 50), "The house is red.", fill="black", font=font)
+    image.save(workdir / "sign.png")
 
 
 def main() -> int:
@@ -98,6 +125,7 @@ def main() -> int:
         (workdir / "notes.txt").write_text(
             "Meeting notes.\n\nThe train leaves at nine. Bring the tickets.\n", encoding="utf-8"
         )
+        make_documents(workdir)
         env = dict(os.environ)
         env["DRAGOMAN_GLOSSARY"] = str(Path(tmp) / "glossary.json")
         if args.tiny_pack:
