@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dragoman.engine.backends import apertium as apertium_module
 from dragoman.engine.backends.apertium import (
     ApertiumBackend,
     ApertiumMode,
@@ -94,15 +95,26 @@ def test_discover_modes_in_fake_dirs(tmp_path: Path) -> None:
     )
 
 
-def test_mode_commands_add_null_flush(tmp_path: Path) -> None:
+def test_mode_commands_add_null_flush(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "eng-spa.mode"
     path.write_text(
         "lt-proc '/d ir/a.bin' | apertium-tagger -g $2 '/p.prob' | vislcg3 -g x.rlx | lt-proc $1 'g.bin'"
     )
+    monkeypatch.setattr(apertium_module.shutil, "which", lambda name: None)  # an Apertium before 3.8
     assert mode_commands(path) == [
         ["lt-proc", "-z", "/d ir/a.bin"],
         ["apertium-tagger", "-z", "-g", "/p.prob"],
         ["vislcg3", "-g", "x.rlx"],
+        ["lt-proc", "-z", "-g", "g.bin"],
+    ]
+    monkeypatch.setattr(apertium_module.shutil, "which", lambda name: f"/usr/bin/{name}")
+    # With the word-bound blank tools: attach after the analyser, detach before the generator.
+    assert mode_commands(path) == [
+        ["lt-proc", "-z", "/d ir/a.bin"],
+        ["apertium-wblank-attach"],
+        ["apertium-tagger", "-z", "-g", "/p.prob"],
+        ["vislcg3", "-g", "x.rlx"],
+        ["apertium-wblank-detach"],
         ["lt-proc", "-z", "-g", "g.bin"],
     ]
     path.write_text("lt-proc x | | y")
@@ -310,3 +322,16 @@ def test_close_leaves_no_child_processes() -> None:
     assert not any(alive(p) for p in pids)
     with pytest.raises(BackendError, match="closed"):
         backend.translate_batch([("Hello.",)], EN, ES)
+
+
+@needs_apertium
+@pytest.mark.skipif(
+    shutil.which("apertium-wblank-attach") is None, reason="needs Apertium 3.8 word-bound blanks"
+)
+def test_formatted_words_keep_their_formatting_when_reordered(eng_spa: ApertiumBackend) -> None:
+    bold = ("The ", Protected("<1>", "<1>"), "big", Protected("</1>", "</1>"), " dog is in the house.")
+    split = ("I have ", Protected("<2>", "<2>"), "three red", Protected("</2>", "</2>"), " cars.")
+    moved, kept = eng_spa.translate_batch([bold, split], EN, ES)
+    assert moved == "El perro <1>grande</1> es en la casa."  # the bold moved with "big"
+    # "three red" comes back split around "coches": translated again with the tags where they stood.
+    assert kept.count("<2>") == 1 and kept.count("</2>") == 1 and "tres" in kept and "rojos" in kept

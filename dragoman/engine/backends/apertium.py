@@ -15,25 +15,30 @@ written as superblanks ``[...]``, and every :class:`Protected` span becomes a su
 the analyser drops a last token with no blank after it). The output is reformatted: superblank
 brackets removed, escapes undone, unknown-word marks (``*`` unknown word, ``@`` not in the bilingual
 dictionary, ``#`` form not generated) stripped and the marked words reported (:class:`ApertiumOutput`).
+
+Formatted spans from documents (``<1>big</1>``) travel as word-bound blanks where Apertium has them
+(3.8: ``apertium-wblank-attach``/``-detach`` stages are added as ``apertium-wblank-mode`` adds them), so
+the formatting moves with its words when Apertium reorders them (see ``_apertium_inline``). The process
+chain itself is ``_apertium_pipeline.Pipeline``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
 import re
-import selectors
 import shlex
+import shutil
 import subprocess
 import threading
-import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dragoman.engine.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
+from dragoman.engine.backends._apertium_pipeline import INSTALL_HINT, Broken, Pipeline, Stuck, kill_all
 from dragoman.engine.errors import BackendError, EngineTimeout, InvalidRequest, UnsupportedPair
 from dragoman.engine.languages import resolve
 from dragoman.engine.types import Pieces, Protected
@@ -41,11 +46,12 @@ from dragoman.engine.types import Pieces, Protected
 log = logging.getLogger("dragoman.engine.apertium")
 
 DEFAULT_TIMEOUT = 30.0
-INSTALL_HINT = "install Apertium and the pair, e.g. `sudo apt-get install apertium apertium-eng-spa`"
 #: Tools that take no ``-z`` (apertium-apy's list); everything else in a mode gets it.
-_NO_NULL_FLUSH = re.compile(r"(vislcg3|cg-mwesplit|hfst-tokeni[sz]e|divvun-suggest)$")
-_READ_SIZE = 1 << 16
-_STDERR_KEEP = 4096
+_NO_NULL_FLUSH = re.compile(r"(vislcg3|cg-mwesplit|hfst-tokeni[sz]e|divvun-suggest|apertium-wblank-\w+)$")
+# Apertium 3.8's word-bound blank stages, placed as `apertium-wblank-mode` places them: attach after the
+# analyser, detach before the generator. With them, formatted words keep their formatting when reordered.
+WBLANK_ATTACH, WBLANK_DETACH = "apertium-wblank-attach", "apertium-wblank-detach"
+_GENERATOR = "\x00generator\x00"
 # Deformatting: a whitespace run holding a line break, a run of mark characters, or one escaped character.
 _SPECIAL = re.compile(r"[\\\[\]^$/@<>{}]")
 _DEFORMAT = re.compile(r"(\s*[\n\r\x0b\x0c\x85\u2028\u2029]\s*)|([*#~]+)|([\\\[\]^$/@<>{}])")
@@ -139,7 +145,9 @@ def mode_commands(path: Path) -> list[list[str]]:
     commands: list[list[str]] = [[]]
     try:
         text = path.read_text(encoding="utf-8").strip()
-        lexer = shlex.shlex(text.replace("$1", "-g").replace("$2", ""), posix=True, punctuation_chars="|")
+        lexer = shlex.shlex(
+            text.replace("$1", _GENERATOR).replace("$2", ""), posix=True, punctuation_chars="|"
+        )
         lexer.whitespace_split = True
         for token in lexer:
             if token == "|":
@@ -152,6 +160,21 @@ def mode_commands(path: Path) -> list[list[str]]:
         ) from exc
     if not all(commands):
         raise BackendError(f"Apertium mode file {path} holds an empty pipeline stage; reinstall the pair")
+    generator = next((i for i, argv in enumerate(commands) if _GENERATOR in argv), None)
+    commands = [["-g" if arg == _GENERATOR else arg for arg in argv] for argv in commands]
+    if (
+        generator is not None
+        and generator > 0
+        and shutil.which(WBLANK_ATTACH) is not None
+        and shutil.which(WBLANK_DETACH) is not None
+    ):
+        commands = [
+            commands[0],
+            [WBLANK_ATTACH],
+            *commands[1:generator],
+            [WBLANK_DETACH],
+            *commands[generator:],
+        ]
     return [_null_flushed(argv) for argv in commands]
 
 
@@ -235,174 +258,6 @@ def reformat(raw: str, *, collapse_spaces: bool = False) -> ApertiumOutput:
     return ApertiumOutput("".join(parts), tuple(unknown))
 
 
-class _Broken(Exception):
-    """The pipeline died or answered out of step; it must be restarted."""
-
-
-class _Stuck(Exception):
-    """No block came back in time."""
-
-
-class _Pipeline:
-    """One running chain of stage processes; not thread-safe (the backend's lock guards it)."""
-
-    def __init__(self, commands: list[list[str]], name: str) -> None:
-        self.commands = commands
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.stderr = [bytearray() for _ in commands]
-        self.sequence = 0  # the number the next block's end marker carries
-        env = {**os.environ, "LC_ALL": "C.UTF-8"}
-        previous = None
-        try:
-            for argv in commands:
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=previous if previous is not None else subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=env,
-                )
-                if previous is not None:
-                    previous.close()
-                previous = proc.stdout
-                self.procs.append(proc)
-        except OSError as exc:
-            if previous is not None:
-                previous.close()
-            self.kill()
-            raise BackendError(f"cannot start Apertium {name}: {argv[0]}: {exc}; {INSTALL_HINT}") from exc
-        first, last = self.procs[0], self.procs[-1]
-        assert first.stdin is not None and last.stdout is not None
-        self.in_fd, self.out_fd = first.stdin.fileno(), last.stdout.fileno()
-        os.set_blocking(self.in_fd, False)
-        self._drain = threading.Thread(target=self._drain_stderr, name=f"apertium-stderr-{name}", daemon=True)
-        self._drain.start()
-
-    @property
-    def pids(self) -> tuple[int, ...]:
-        return tuple(p.pid for p in self.procs)
-
-    def alive(self) -> bool:
-        return all(p.poll() is None for p in self.procs)
-
-    def _drain_stderr(self) -> None:
-        """Read every stage's stderr so none can block, keeping the tail of each for error messages."""
-        with selectors.DefaultSelector() as sel:
-            for i, proc in enumerate(self.procs):
-                assert proc.stderr is not None
-                sel.register(proc.stderr.fileno(), selectors.EVENT_READ, i)
-            while sel.get_map():
-                for key, _ in sel.select():
-                    try:
-                        chunk = os.read(key.fd, _READ_SIZE)
-                    except OSError:
-                        chunk = b""
-                    if not chunk:
-                        sel.unregister(key.fd)
-                        stream = self.procs[key.data].stderr
-                        if stream is not None:
-                            stream.close()
-                        continue
-                    buf = self.stderr[key.data]
-                    buf += chunk
-                    del buf[:-_STDERR_KEEP]
-
-    def exchange(self, blocks: list[bytes], timeout: float) -> list[bytes]:
-        """Write every block and read as many back; ``timeout`` bounds the wait for each next block."""
-        results: list[bytes] = []
-        pending = bytearray()
-        first = self.sequence
-        self.sequence += len(blocks)
-        payload = memoryview(b"".join(b"%b[%d]\0" % (block, first + i) for i, block in enumerate(blocks)))
-        written = 0
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.out_fd, selectors.EVENT_READ)
-            if sel.select(0):
-                raise _Broken("the pipeline had output left over from an earlier call")
-            sel.register(self.in_fd, selectors.EVENT_WRITE)
-            deadline = time.monotonic() + timeout
-            while len(results) < len(blocks):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise _Stuck
-                for key, _ in sel.select(remaining):
-                    if key.fd == self.in_fd:
-                        try:
-                            written += os.write(self.in_fd, payload[written : written + _READ_SIZE])
-                        except BlockingIOError:
-                            continue
-                        except OSError as exc:
-                            raise _Broken(f"writing to the pipeline failed: {exc}") from exc
-                        if written == len(payload):
-                            sel.unregister(self.in_fd)
-                        continue
-                    chunk = os.read(self.out_fd, _READ_SIZE)
-                    if not chunk:
-                        raise _Broken("the pipeline closed its output")
-                    start = len(pending)
-                    pending += chunk
-                    while (end := pending.find(b"\0", start)) >= 0:
-                        marker = b"[%d]" % (first + len(results))
-                        if not pending[:end].endswith(marker):
-                            raise _Broken(
-                                f"the pipeline answered out of step: {bytes(pending[:end])[-80:]!r}"
-                            )
-                        results.append(bytes(pending[: end - len(marker)]))
-                        del pending[: end + 1]
-                        start = 0
-                        deadline = time.monotonic() + timeout
-        if pending or len(results) != len(blocks):
-            raise _Broken("the pipeline answered more blocks than it was sent")
-        return results
-
-    def failure(self) -> str:
-        """What went wrong, from the stages' exit codes and stderr (after they are stopped)."""
-        self.close(grace=1.0)  # let a failing stage finish its own exit rather than report our SIGKILL
-        lines = []
-        for argv, proc, err in zip(self.commands, self.procs, self.stderr, strict=False):
-            text = err.decode(errors="replace").strip() or "-"
-            if text != "-" or proc.returncode not in (0, None, -9, -13):
-                lines.append(f"`{shlex.join(argv)}` ended with {proc.returncode}: {text}")
-        return "; ".join(lines) or "no stage reported an error"
-
-    def close(self, grace: float = 2.0) -> None:
-        """Close the input so every stage ends on EOF; kill what is still running after ``grace``."""
-        if self.procs and self.procs[0].stdin is not None:
-            with contextlib.suppress(OSError):
-                self.procs[0].stdin.close()
-        deadline = time.monotonic() + grace
-        for proc in self.procs:
-            try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                break
-        self.kill()
-
-    def kill(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-        for proc in self.procs:
-            proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                if stream is not None:
-                    with contextlib.suppress(OSError):
-                        stream.close()
-        drain: threading.Thread | None = getattr(self, "_drain", None)
-        if drain is None:  # start failed: nobody reads the stderr pipes
-            for proc in self.procs:
-                if proc.stderr is not None:
-                    proc.stderr.close()
-        elif drain is not threading.current_thread():
-            drain.join(5)  # it closes each stderr pipe at EOF
-
-
-def _kill_all(holder: list[_Pipeline]) -> None:
-    """Finalizer safety net: the engine should have called close()."""
-    while holder:
-        holder.pop().kill()
-
-
 class ApertiumBackend:
     """One Apertium mode behind a warm pipeline; one request at a time, restarted when it dies."""
 
@@ -412,10 +267,10 @@ class ApertiumBackend:
         self.timeout = timeout
         self._commands = mode_commands(mode.path)
         self._lock = threading.Lock()
-        self._holder: list[_Pipeline] = []  # the running pipeline, if any
+        self._holder: list[Pipeline] = []  # the running pipeline, if any
         self._closed = False
         self._local = threading.local()
-        self._finalizer = weakref.finalize(self, _kill_all, self._holder)
+        self._finalizer = weakref.finalize(self, kill_all, self._holder)
         if start:
             with self._lock:
                 self._pipeline()
@@ -443,24 +298,44 @@ class ApertiumBackend:
                 f"not {source}->{target}; route the request through a pack for that pair"
             )
         prepared = [_prepare(pieces) for pieces in batch]
-        raw = iter(self._run([p.block for p in prepared if p.block is not None]))
+        todo = [(p, p.block) for p in prepared if p.block is not None]
+        # Formatted spans (<n>...</n>) go as word-bound blanks, which move with their words; a segment
+        # whose span comes back split or lost is translated again with the tags as superblanks.
+        wordbound = any(argv[0] == WBLANK_ATTACH for argv in self._commands)
+        bound = [bind_words(block.decode("utf-8")) if wordbound else ("", ()) for _, block in todo]
+        sent = [
+            body.encode("utf-8") if ids else block
+            for (_, block), (body, ids) in zip(todo, bound, strict=True)
+        ]
+        texts: dict[int, ApertiumOutput] = {}
+        retry: list[int] = []
+        for i, ((prep, _), (_, ids), answer) in enumerate(zip(todo, bound, self._run(sent), strict=True)):
+            decoded = answer.decode("utf-8", "replace")
+            out = reformat(unbind_words(decoded) if ids else decoded, collapse_spaces=prep.collapse_spaces)
+            if ids:
+                out = ApertiumOutput(close_tags(out.text), out.unknown_words)
+                if not spans_whole(out.text, ids):
+                    retry.append(i)
+                    continue
+            texts[i] = out
+        for i, answer in zip(retry, self._run([todo[i][1] for i in retry]) if retry else [], strict=True):
+            texts[i] = reformat(answer.decode("utf-8", "replace"), collapse_spaces=todo[i][0].collapse_spaces)
+        done = iter(texts[i] for i in range(len(todo)))
         outputs: list[ApertiumOutput] = []
         for prep in prepared:
-            out = ApertiumOutput(prep.fixed)
-            if prep.block is not None:
-                out = reformat(next(raw).decode("utf-8", "replace"), collapse_spaces=prep.collapse_spaces)
+            out = next(done) if prep.block is not None else ApertiumOutput(prep.fixed)
             outputs.append(ApertiumOutput(prep.lead + out.text + prep.trail, out.unknown_words))
         self._local.unknown = sum(len(o.unknown_words) for o in outputs)
         return outputs
 
-    def _pipeline(self) -> _Pipeline:
+    def _pipeline(self) -> Pipeline:
         if self._holder and self._holder[0].alive():
             return self._holder[0]
         if self._holder:
             log.warning("Apertium %s: a stage died (%s); restarting", self.pack_id, self._holder[0].failure())
             self._holder.pop().kill()
         log.debug("starting Apertium pipeline %s from %s", self.pack_id, self.mode.path)
-        self._holder.append(_Pipeline(self._commands, self.mode.name))
+        self._holder.append(Pipeline(self._commands, self.mode.name))
         return self._holder[0]
 
     def _run(self, blocks: list[bytes]) -> list[bytes]:
@@ -474,14 +349,14 @@ class ApertiumBackend:
                 pipe = self._pipeline()
                 try:
                     return pipe.exchange(blocks, self.timeout)
-                except _Stuck:
+                except Stuck:
                     self._holder.clear()
                     pipe.kill()
                     raise EngineTimeout(
                         f"Apertium {self.pack_id} returned nothing for {self.timeout:g} s; its pipeline was "
                         "killed and restarts on the next call; retry with shorter segments"
                     ) from None
-                except _Broken as exc:
+                except Broken as exc:
                     self._holder.clear()
                     problem = f"{exc}: {pipe.failure()}"
                     log.warning("Apertium %s failed (%s); restarting", self.pack_id, problem)
