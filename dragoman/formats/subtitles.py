@@ -17,6 +17,7 @@ SubRip files are often not UTF-8: a file that is not UTF-8 or UTF-16 with a BOM 
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,13 +116,16 @@ def _decode(data: bytes, name: str) -> tuple[str, str]:
     return data.decode("cp1252", errors="replace"), "cp1252"
 
 
-class _SubtitleHandler:
+class _SubtitleHandler(ABC):
+    """What SRT and WebVTT share; each says how its content looks (``_looks_right``)."""
+
     name = "subtitles"
     suffixes: tuple[str, ...] = ()
     webvtt = False
 
+    @abstractmethod
     def _looks_right(self, head: str) -> bool:
-        raise NotImplementedError
+        """True when the first characters look like this subtitle format."""
 
     def sniff(self, head: bytes, path: Path) -> bool:
         if path.suffix.lower() not in self.suffixes or (b"\x00" in head and text_encoding(head) is None):
