@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 TAG = re.compile(r"<(/?)(\d{1,5})(/?)>")
 
@@ -100,3 +101,33 @@ def split_trailing_space(nodes: list[Node]) -> tuple[list[Node], str]:
         trailing = nodes[-1][len(stripped) :]
         return ([*nodes[:-1], stripped] if stripped else nodes[:-1]), trailing
     return nodes, ""
+
+
+def unescape_markup(text: str) -> str:
+    """Undo the escaping of ``<`` and ``&`` in text that travelled between markup placeholders."""
+    return text.replace("&lt;", "<").replace("&amp;", "&")
+
+
+def rebuild(nodes: list[Node], element_for: Callable[[Tag], Any]) -> tuple[str, list[Any]]:
+    """Lxml elements from parsed nodes: the text before the first element, and the elements in order.
+
+    ``element_for(node)`` gives the element of a tag: complete for a single tag (``<3/>``), and without
+    children for a pair, whose text and children are rebuilt here from the translation.
+    """
+    lead = ""
+    built: list[Any] = []
+    for node in nodes:
+        if isinstance(node, str):
+            if built:
+                built[-1].tail = (built[-1].tail or "") + unescape_markup(node)
+            else:
+                lead += unescape_markup(node)
+            continue
+        element = element_for(node)
+        if not node.single:
+            text, children = rebuild(node.children, element_for)
+            element.text = text or None
+            element.extend(children)
+        element.tail = None
+        built.append(element)
+    return lead, built

@@ -82,10 +82,6 @@ def _escape(text: str | None) -> str:
     return (text or "").replace("&", "&amp;").replace("<", "&lt;")
 
 
-def _unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&amp;", "&")
-
-
 @dataclass
 class _Run:
     """Text of ``parent`` between two block children: the text before the first inline element (owned by
@@ -120,7 +116,7 @@ class _Run:
         return f"<{number}>{''.join(inner)}</{number}>"
 
     def has_text(self) -> bool:
-        return bool(_LETTER.search(_unescape(_inline.TAG.sub("", self.masked))))
+        return bool(_LETTER.search(_inline.unescape_markup(_inline.TAG.sub("", self.masked))))
 
     def pairs(self) -> dict[int, bool]:
         return {n: not (_untouched(e) or _tag(e) in VOID) for n, e in self.elements.items()}
@@ -145,25 +141,14 @@ class _Run:
         return not missing
 
     def _build(self, nodes: list[_inline.Node]) -> tuple[str, list[Element]]:
-        lead = ""
-        built: list[Element] = []
-        for node in nodes:
-            if isinstance(node, str):
-                if built:
-                    built[-1].tail = (built[-1].tail or "") + _unescape(node)
-                else:
-                    lead += _unescape(node)
-                continue
+        def element_for(node: _inline.Tag) -> Element:
             element = self.elements[node.id]
             if not node.single:
                 for child in list(element):
                     element.remove(child)
-                text, children = self._build(node.children)
-                element.text = text or None
-                element.extend(children)
-            element.tail = None
-            built.append(element)
-        return lead, built
+            return element
+
+        return _inline.rebuild(nodes, element_for)
 
 
 @dataclass

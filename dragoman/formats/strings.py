@@ -172,10 +172,6 @@ def _escape(text: str | None) -> str:
     return (text or "").replace("&", "&amp;").replace("<", "&lt;")
 
 
-def _unescape(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&amp;", "&")
-
-
 @dataclass
 class _Segment:
     """A source to translate and where its target goes."""
@@ -221,26 +217,13 @@ class _Segment:
         return not missing
 
     def _build(self, nodes: list[_inline.Node]) -> tuple[str, list[Any]]:
-        lead = ""
-        built: list[Any] = []
-        for node in nodes:
-            if isinstance(node, str):
-                if built:
-                    built[-1].tail = (built[-1].tail or "") + _unescape(node)
-                else:
-                    lead += _unescape(node)
-                continue
+        def element_for(node: _inline.Tag) -> Any:
             original = self.inline[node.id]
             if node.single:
-                element = etree.fromstring(etree.tostring(original, with_tail=False))
-            else:
-                element = original.makeelement(original.tag, dict(original.attrib))
-                text, children = self._build(node.children)
-                element.text = text or None
-                element.extend(children)
-            element.tail = None
-            built.append(element)
-        return lead, built
+                return etree.fromstring(etree.tostring(original, with_tail=False))
+            return original.makeelement(original.tag, dict(original.attrib))
+
+        return _inline.rebuild(nodes, element_for)
 
 
 def _has_content(element: Any) -> bool:
