@@ -175,6 +175,13 @@ def _resolve(code: str) -> str:
             f"{LIST_HINT}.",
             given=code[:MAX_CODE_LENGTH],
         )
+    if not code.isprintable():
+        # No code or name holds control characters; and a NUL makes langcodes' name trie read garbage.
+        raise UnknownLanguage(
+            f"Language code {code!r} holds control or invisible characters; pass a FLORES-200 code such as "
+            f"eng_Latn or a BCP-47 tag such as en. {LIST_HINT}.",
+            given=code,
+        )
     idx = _index()
     found = idx.by_key.get(code.replace("_", "-").lower())
     if found is not None:

@@ -319,3 +319,9 @@ def test_suggest_respects_the_limit() -> None:
     assert len(languages.suggest("arabic", limit=3)) == 3
     assert languages.suggest("arabic")[0] == "arb_Arab"
     assert languages.suggest("") == ()
+
+
+@pytest.mark.parametrize("code", ["en\x00", "\x00", "e\x01n", "\udcff", "es\u200b"])
+def test_control_and_invisible_characters_are_unknown(code: str) -> None:
+    with pytest.raises(UnknownLanguage, match="control or invisible"):
+        languages.resolve(code)
