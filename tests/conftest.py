@@ -11,8 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from dragoman.engine.tinypack import build_argos_archive, build_argos_pack, build_multilingual_pack
+
+# In CI (CI=true) property tests run a fixed sequence of examples, so a landing never hangs on a new random
+# draw; on developers' machines they explore new examples on every run.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 TINY_MULTILINGUAL_LANGUAGES = ("eng_Latn", "spa_Latn", "fra_Latn", "deu_Latn")
 
