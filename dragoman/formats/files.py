@@ -163,6 +163,14 @@ def default_output(path: Path, target: str) -> Path:
     return path.with_name(f"{path.stem}.{tag}{path.suffix}")
 
 
+def output_path(source: Path, output: str | Path | None, target: str) -> Path:
+    """Where a translation of ``source`` goes: ``output``, else :func:`default_output`; never the input."""
+    out = Path(output).expanduser().absolute() if output is not None else default_output(source, target)
+    if out.resolve() == source.resolve():
+        raise InvalidRequest(f"the output path {out} is the input file; the input is never overwritten")
+    return out
+
+
 def translate_file(
     engine: Engine,
     path: str | Path,
@@ -180,9 +188,7 @@ def translate_file(
     source_path = Path(path).expanduser().absolute()
     handler = find_handler(source_path)
     translator = EngineTextTranslator(engine, target, source, tier=tier, glossary=glossary, progress=progress)
-    out = Path(output).expanduser().absolute() if output is not None else default_output(source_path, target)
-    if out.resolve() == source_path.resolve():
-        raise InvalidRequest(f"the output path {out} is the input file; the input is never overwritten")
+    out = output_path(source_path, output, target)
     with atomic_output(out, overwrite=overwrite) as partial:
         report: DocumentReport = handler.translate(source_path, partial, translator, progress)
     return FileTranslation(

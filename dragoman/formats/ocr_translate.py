@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dragoman.engine.errors import DocumentFormatError, InvalidRequest
+from dragoman.engine.errors import DocumentFormatError
 from dragoman.engine.types import GlossaryEntry, ProgressCallback, Provenance
 from dragoman.formats import images
 from dragoman.formats.base import DocumentReport, TextBox, atomic_output, check_size, read_head
-from dragoman.formats.files import FALLBACK_SOURCE, EngineTextTranslator, default_output
+from dragoman.formats.files import FALLBACK_SOURCE, EngineTextTranslator, output_path
 
 if TYPE_CHECKING:
     from dragoman.engine.engine import Engine
@@ -81,13 +81,7 @@ def ocr_translate(
     translator = EngineTextTranslator(engine, target, source, tier=tier, glossary=glossary, progress=progress)
     out: Path | None = None
     if render:
-        out = (
-            Path(output).expanduser().absolute()
-            if output is not None
-            else default_output(source_path, target)
-        )
-        if out.resolve() == source_path.resolve():
-            raise InvalidRequest(f"the output path {out} is the input file; the input is never overwritten")
+        out = output_path(source_path, output, target)
         with atomic_output(out, overwrite=overwrite) as partial:
             report: DocumentReport = images.ocr_and_translate(
                 source_path, translator, progress, render_to=partial
