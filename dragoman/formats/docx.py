@@ -40,6 +40,7 @@ from dragoman.engine.errors import DragomanError
 from dragoman.engine.languages import get, resolve
 from dragoman.engine.types import ProgressCallback
 from dragoman.formats import _zipcheck as zc
+from dragoman.formats._ooxml_runs import OoxmlRunWriter
 from dragoman.formats._runs import BARRIER, Paragraph, Piece, encode, translate_paragraphs, xml_safe
 from dragoman.formats.base import DocumentReport, TextTranslator
 from dragoman.formats.pptx import DRAWINGML_KINDS, Target, drawingml_paragraphs
@@ -273,22 +274,21 @@ class _Walker:
             self._barrier()
 
 
-class _Writer:
+class _Writer(OoxmlRunWriter):
     """Writes a decoded paragraph into its ``w:t`` elements (a :class:`~dragoman.formats._runs.RunWriter`)."""
+
+    run_tag, rpr_tag, t_tag = W_R, W_RPR, W_T
 
     def __init__(
         self, paragraph: etree._Element, handles: list[etree._Element | None], script: _Script
     ) -> None:
-        self.paragraph = paragraph
-        self.handles = handles
+        super().__init__(paragraph, handles)
         self.script = script
 
-    def _t(self, slot: int) -> etree._Element:
-        t = self.handles[slot]
-        assert t is not None, "a text slot has a w:t element"
-        return t
+    def _write(self, t: etree._Element, text: str) -> None:
+        _set_t(t, text)
 
-    def _marked(self, run: etree._Element, text: str) -> None:
+    def _mark(self, run: etree._Element, text: str) -> None:
         if not text.strip():
             return
         self.script.set_lang(run.find(f"{W_RPR}/{w('lang')}"))
@@ -297,42 +297,10 @@ class _Writer:
             if self.script.rtl:
                 _mark_paragraph(self.paragraph)
 
-    def set_text(self, slot: int, text: str) -> None:
-        t = self._t(slot)
-        _set_t(t, text)
-        run = t.getparent()
-        if run is not None:
-            self._marked(run, text)
-
-    def rebuild(self, slots: Sequence[int], runs: Sequence[tuple[int, str]]) -> bool:
-        old = [self._t(s).getparent() for s in slots]
-        parent = old[0].getparent() if old[0] is not None else None
-        if parent is None:
-            return False
-        for run in old:
-            if run is None or run.getparent() is not parent:
-                return False
-            if [c.tag for c in run if isinstance(c.tag, str) and c.tag != W_RPR] != [W_T]:
-                return False
-        new: list[etree._Element] = []
-        for slot, text in runs:
-            exemplar = self._t(slot).getparent()
-            assert exemplar is not None
-            run = exemplar.makeelement(W_R, {})
-            rpr = exemplar.find(W_RPR)
-            if rpr is not None:
-                run.append(etree.fromstring(etree.tostring(rpr)))
-            t = run.makeelement(W_T, {})
-            run.append(t)
-            _set_t(t, text)
-            self._marked(run, text)
-            new.append(run)
-        index = parent.index(old[0])
-        for run in old:
-            parent.remove(run)
-        for offset, run in enumerate(new):
-            parent.insert(index + offset, run)
-        return True
+    def _container(self, first_run: etree._Element) -> etree._Element | None:
+        # Runs may sit in a hyperlink or a tracked insertion inside the paragraph.
+        parent: etree._Element | None = first_run.getparent()
+        return parent
 
 
 @dataclass

@@ -29,7 +29,8 @@ from dragoman.engine.errors import DragomanError
 from dragoman.engine.languages import get, resolve
 from dragoman.engine.types import ProgressCallback
 from dragoman.formats import _zipcheck as zc
-from dragoman.formats._runs import BARRIER, Paragraph, Piece, encode, translate_paragraphs, xml_safe
+from dragoman.formats._ooxml_runs import OoxmlRunWriter
+from dragoman.formats._runs import BARRIER, Paragraph, Piece, encode, translate_paragraphs
 from dragoman.formats.base import DocumentReport, TextTranslator
 
 log = logging.getLogger("dragoman.formats.pptx")
@@ -105,20 +106,16 @@ def paragraph_pieces(p: etree._Element) -> tuple[list[Piece], list[etree._Elemen
     return pieces, handles
 
 
-class DrawingWriter:
+class DrawingWriter(OoxmlRunWriter):
     """Writes a decoded DrawingML paragraph (a :class:`~dragoman.formats._runs.RunWriter`)."""
+
+    run_tag, rpr_tag, t_tag = A_R, A_RPR, A_T
 
     def __init__(
         self, paragraph: etree._Element, handles: list[etree._Element | None], target: Target
     ) -> None:
-        self.paragraph = paragraph
-        self.handles = handles
+        super().__init__(paragraph, handles)
         self.target = target
-
-    def _t(self, slot: int) -> etree._Element:
-        t = self.handles[slot]
-        assert t is not None, "a text slot has an a:t element"
-        return t
 
     def _mark(self, run: etree._Element, text: str) -> None:
         if not text.strip():
@@ -132,40 +129,6 @@ class DrawingWriter:
                 ppr = self.paragraph.makeelement(A_PPR, {})
                 self.paragraph.insert(0, ppr)
             ppr.set("rtl", "1")
-
-    def set_text(self, slot: int, text: str) -> None:
-        t = self._t(slot)
-        t.text = xml_safe(text)
-        run = t.getparent()
-        if run is not None:
-            self._mark(run, text)
-
-    def rebuild(self, slots: Sequence[int], runs: Sequence[tuple[int, str]]) -> bool:
-        old = [self._t(s).getparent() for s in slots]
-        for run in old:
-            if run is None or run.getparent() is not self.paragraph:
-                return False
-            if [c.tag for c in run if isinstance(c.tag, str) and c.tag != A_RPR] != [A_T]:
-                return False
-        new: list[etree._Element] = []
-        for slot, text in runs:
-            exemplar = self._t(slot).getparent()
-            assert exemplar is not None
-            run = exemplar.makeelement(A_R, {})
-            rpr = exemplar.find(A_RPR)
-            if rpr is not None:
-                run.append(etree.fromstring(etree.tostring(rpr)))
-            t = run.makeelement(A_T, {})
-            t.text = xml_safe(text)
-            run.append(t)
-            self._mark(run, text)
-            new.append(run)
-        index = self.paragraph.index(old[0])
-        for run in old:
-            self.paragraph.remove(run)
-        for offset, run in enumerate(new):
-            self.paragraph.insert(index + offset, run)
-        return True
 
 
 def drawingml_paragraphs(root: etree._Element, target: Target) -> list[Paragraph]:
