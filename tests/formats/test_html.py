@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 
 import lxml.html  # type: ignore[import-untyped]
 import pytest
-from support import needs_apertium
+from support import UpperTranslator, needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError
@@ -20,26 +19,8 @@ from dragoman.settings import Settings
 PROTECTED = re.compile(r"<[^<>]*>|&\w+;")
 
 
-class Upper:
-    """A fake translator: upper-cases text outside tags and entities; records its calls."""
-
-    source: str | None = "eng_Latn"
-
-    def __init__(self, target: str = "spa_Latn") -> None:
-        self.target = target
-        self.calls: list[list[str]] = []
-
-    def __call__(self, texts: Sequence[str]) -> list[str]:
-        self.calls.append(list(texts))
-        return [self.one(t) for t in texts]
-
-    def one(self, text: str) -> str:
-        parts = PROTECTED.split(text)
-        tags = PROTECTED.findall(text)
-        out = [parts[0].upper()]
-        for tag, part in zip(tags, parts[1:], strict=True):
-            out += [tag, part.upper()]
-        return "".join(out)
+class Upper(UpperTranslator):
+    protected = PROTECTED
 
 
 class MovesFirstPair(Upper):

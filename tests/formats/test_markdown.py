@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import needs_apertium
+from support import UpperTranslator, needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError
@@ -21,27 +20,8 @@ from dragoman.settings import Settings
 PROTECTED = re.compile(r"<[^<>]*>|\{[^{}]*\}|%\([^)]*\)[sd]|%[sd]|`[^`]*`|https?://\S+|&\w+;")
 
 
-class Upper:
-    """A fake translator: upper-cases everything the engine would not protect; records its calls."""
-
-    source: str | None = "eng_Latn"
-
-    def __init__(self, target: str = "spa_Latn") -> None:
-        self.target = target
-        self.calls: list[list[str]] = []
-
-    def __call__(self, texts: Sequence[str]) -> list[str]:
-        self.calls.append(list(texts))
-        return [self.one(t) for t in texts]
-
-    def one(self, text: str) -> str:
-        out, pos = [], 0
-        for m in PROTECTED.finditer(text):
-            out.append(text[pos : m.start()].upper())
-            out.append(m.group())
-            pos = m.end()
-        out.append(text[pos:].upper())
-        return "".join(out)
+class Upper(UpperTranslator):
+    protected = PROTECTED
 
 
 class DropsTags(Upper):

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import polib  # type: ignore[import-untyped]
 import pytest
 from lxml import etree  # type: ignore[import-untyped]
-from support import needs_apertium
+from support import UpperTranslator, needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError
@@ -22,23 +21,8 @@ from dragoman.settings import Settings
 PROTECTED = re.compile(r"<[^<>]*>|\{\{[^{}]*\}\}|\{[^{}]*\}|%\([^)]*\)[sd]|%[sd]|&\w+;")
 
 
-class Upper:
-    source: str | None = "eng_Latn"
-
-    def __init__(self, target: str = "spa_Latn") -> None:
-        self.target = target
-        self.calls: list[list[str]] = []
-
-    def __call__(self, texts: Sequence[str]) -> list[str]:
-        self.calls.append(list(texts))
-        return [self.one(t) for t in texts]
-
-    def one(self, text: str) -> str:
-        parts = PROTECTED.split(text)
-        out = [parts[0].upper()]
-        for tag, part in zip(PROTECTED.findall(text), parts[1:], strict=True):
-            out += [tag, part.upper()]
-        return "".join(out)
+class Upper(UpperTranslator):
+    protected = PROTECTED
 
 
 def run(

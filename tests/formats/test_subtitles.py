@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from support import needs_apertium
+from support import UpperTranslator, needs_apertium
 
 from dragoman.engine.engine import Engine
 from dragoman.engine.errors import DocumentFormatError
@@ -18,23 +17,8 @@ from dragoman.settings import Settings
 PROTECTED = re.compile(r"<[^<>]*>|\{[^{}]*\}")
 
 
-class Upper:
-    source: str | None = "eng_Latn"
-    target = "spa_Latn"
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def __call__(self, texts: Sequence[str]) -> list[str]:
-        self.calls.append(list(texts))
-        return [self.one(t) for t in texts]
-
-    def one(self, text: str) -> str:
-        parts = PROTECTED.split(text)
-        out = [parts[0].upper()]
-        for tag, part in zip(PROTECTED.findall(text), parts[1:], strict=True):
-            out += [tag, part.upper()]
-        return "".join(out)
+class Upper(UpperTranslator):
+    protected = PROTECTED
 
 
 class Longer(Upper):
