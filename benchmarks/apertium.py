@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dragoman.engine.backends.apertium import ApertiumBackend, discover_modes
+from dragoman.translation.backends.apertium import ApertiumBackend, discover_modes
 
 SUBJECTS = (
     "The old man",

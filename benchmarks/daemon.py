@@ -161,8 +161,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def start_daemon(env: dict[str, str], workers: int) -> tuple[subprocess.Popen[bytes], str]:
-    from dragoman.engine.status import daemon_file
     from dragoman.settings import Settings
+    from dragoman.status import daemon_file
 
     path = daemon_file(Settings.from_env(env))
     cmd = [sys.executable, "-m", "dragoman.cli", "serve", "--port", "0", "--workers", str(workers)]
@@ -199,9 +199,9 @@ def main() -> int:
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
 
-    from dragoman.engine.engine import Engine
-    from dragoman.engine.tinypack import build_argos_pack
     from dragoman.settings import Settings
+    from dragoman.testing.tinypack import build_argos_pack
+    from dragoman.translation.engine import Engine
 
     tmp = Path(tempfile.mkdtemp(prefix="dragoman-bench-"))
     env = {

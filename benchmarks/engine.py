@@ -32,10 +32,10 @@ from typing import Any
 import ctranslate2
 import sentencepiece as spm
 
-from dragoman.engine.backends.ctranslate2_backend import CTranslate2Backend
-from dragoman.engine.engine import Engine
-from dragoman.engine.tinypack import build_argos_pack, sample_sentences
 from dragoman.settings import Settings
+from dragoman.testing.tinypack import build_argos_pack, sample_sentences
+from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
+from dragoman.translation.engine import Engine
 
 WORDS = (
     "the house garden river city morning people small green quickly table window letter "

@@ -5,7 +5,7 @@ alone spends on the same texts; the difference is the format layer's cost (targe
 engine's time).
 
 Each ``bench_*`` function builds its 50-page document in code, translates it once to warm up (imports,
-the Apertium pipeline), then times :func:`dragoman.formats.files.translate_file` (best of
+the Apertium pipeline), then times :func:`dragoman.pipelines.translate_file.translate_file` (best of
 :data:`ROUNDS`), and the engine alone on the texts the handler sends, in the same passes. ``main`` runs
 every ``bench_*(engine, folder)`` function defined here; each builds its document in ``folder`` and calls
 :func:`measure`.
@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from dragoman.engine.engine import Engine
-from dragoman.formats import files
+from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
+from dragoman.translation.engine import Engine
 
 PAGES = 50
 ROUNDS = 3
@@ -45,7 +45,7 @@ def paragraph(start: int, sentences: int = 4) -> str:
 
 def engine_alone(engine: Engine, calls: Sequence[Sequence[str]]) -> float:
     """Seconds the engine takes on the texts of each translator call, in the passes
-    :class:`~dragoman.formats.files.EngineTextTranslator` makes."""
+    :class:`~dragoman.pipelines.translate_file.EngineTextTranslator` makes."""
     start = time.perf_counter()
     for texts in calls:
         for first in range(0, len(texts), files.TEXTS_PER_PASS):

@@ -46,8 +46,8 @@ async def measure(
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    from dragoman.engine.engine import Engine
     from dragoman.settings import Settings
+    from dragoman.translation.engine import Engine
 
     server = StdioServerParameters(command=sys.executable, args=["-m", "dragoman.cli", "mcp"], env=env)
     arguments = {"text": args.text, "target": args.target, "source": args.source}
@@ -94,7 +94,7 @@ def main() -> int:
         if args.packs_dir:
             env["DRAGOMAN_PACKS_DIR"] = args.packs_dir
         else:
-            from dragoman.engine.tinypack import build_argos_pack
+            from dragoman.testing.tinypack import build_argos_pack
 
             build_argos_pack(Path(tmp) / "packs" / "translate-en_es", "en", "es")
             env["DRAGOMAN_PACKS_DIR"] = str(Path(tmp) / "packs")

@@ -15,24 +15,24 @@ __version__ = "0.1.0"
 __all__ = ["DragomanError", "Engine", "Settings", "TranslationResult", "__version__"]
 
 if TYPE_CHECKING:
-    from dragoman.engine.engine import Engine
-    from dragoman.engine.errors import DragomanError
-    from dragoman.engine.types import TranslationResult
+    from dragoman.errors import DragomanError
     from dragoman.settings import Settings
+    from dragoman.translation.engine import Engine
+    from dragoman.translation.types import TranslationResult
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so that `import dragoman` stays cheap (ctranslate2 loads only when the engine is used).
     if name == "Engine":
-        from dragoman.engine.engine import Engine
+        from dragoman.translation.engine import Engine
 
         return Engine
     if name == "DragomanError":
-        from dragoman.engine.errors import DragomanError
+        from dragoman.errors import DragomanError
 
         return DragomanError
     if name == "TranslationResult":
-        from dragoman.engine.types import TranslationResult
+        from dragoman.translation.types import TranslationResult
 
         return TranslationResult
     if name == "Settings":

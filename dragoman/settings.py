@@ -12,7 +12,7 @@ from pathlib import Path
 
 import platformdirs
 
-from dragoman.engine.errors import InvalidRequest
+from dragoman.errors import InvalidRequest
 
 APP_NAME = "dragoman"
 DEFAULT_ARGOS_INDEX_URL = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"

@@ -25,16 +25,16 @@ def daemon_url(explicit: str | None) -> Iterator[str]:
     if explicit:
         yield explicit.rstrip("/")
         return
-    from dragoman.engine.status import daemon_status
     from dragoman.settings import Settings
+    from dragoman.status import daemon_status
 
     settings = Settings.from_env()
     status = daemon_status(settings)
     if status["alive"] and status["url"]:
         yield str(status["url"])
         return
-    from dragoman.engine.engine import Engine
-    from dragoman.server.daemon import BackgroundDaemon, create_app
+    from dragoman.server.daemon.app import BackgroundDaemon, create_app
+    from dragoman.translation.engine import Engine
 
     print(
         "no daemon running: starting one in this process (`dragoman serve` runs it for real)", file=sys.stderr

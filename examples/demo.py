@@ -11,8 +11,8 @@ import sys
 import time
 
 from dragoman import Engine
-from dragoman.engine.errors import DragomanError
-from dragoman.engine.status import engine_status
+from dragoman.errors import DragomanError
+from dragoman.status import engine_status
 
 SENTENCES_EN = [
     "The house is red and the garden is very big.",

@@ -129,7 +129,7 @@ def main() -> int:
         env = dict(os.environ)
         env["DRAGOMAN_GLOSSARY"] = str(Path(tmp) / "glossary.json")
         if args.tiny_pack:
-            from dragoman.engine.tinypack import build_argos_pack
+            from dragoman.testing.tinypack import build_argos_pack
 
             packs = Path(tmp) / "packs"
             build_argos_pack(packs / "translate-en_es", "en", "es")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-from dragoman.engine.tinypack import build_argos_archive, build_argos_pack, build_multilingual_pack
+from dragoman.testing.tinypack import build_argos_archive, build_argos_pack, build_multilingual_pack
 
 # In CI (CI=true) property tests run a fixed sequence of examples, so a landing never hangs on a new random
 # draw; on developers' machines they explore new examples on every run.

@@ -23,7 +23,7 @@ needs_tesseract = pytest.mark.skipif(
 
 
 class UpperTranslator:
-    """A fake :class:`~dragoman.formats.base.TextTranslator`: upper-cases the text outside what
+    """A fake :class:`~dragoman.documents.base.TextTranslator`: upper-cases the text outside what
     ``protected`` matches (what the engine keeps as it is), and records each call's texts."""
 
     protected: re.Pattern[str] = re.compile(r"<[^<>]*>")

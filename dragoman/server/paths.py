@@ -4,7 +4,7 @@ The allowed directories are the client's roots when it offers them, else the ser
 plus ``DRAGOMAN_ALLOWED_DIRS``. Every path is resolved (symlinks followed) before it is checked, so a link
 inside an allowed directory that points at ``~/.ssh`` is refused like ``~/.ssh`` itself. Writing the
 translated file (atomically, never over the input or an existing file unless asked) is the formats
-layer's job: :func:`dragoman.formats.files.translate_file`.
+layer's job: :func:`dragoman.pipelines.translate_file.translate_file`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from dragoman.engine.errors import PathNotAllowed
+from dragoman.errors import PathNotAllowed
 
 
 def roots_from_uris(uris: Iterable[str]) -> list[Path]:

@@ -30,14 +30,14 @@ from support import needs_apertium
 
 from dragoman import __version__
 from dragoman.cli import main as cli_main
-from dragoman.engine.engine import Engine
-from dragoman.engine.errors import BackendError
-from dragoman.engine.status import daemon_file
-from dragoman.engine.tinypack import build_argos_pack
-from dragoman.engine.types import GlossaryEntry, Language, Provenance, TranslationResult
-from dragoman.server._daemon_gate import host_name
-from dragoman.server.daemon import BackgroundDaemon, _checked, create_app, is_loopback
+from dragoman.errors import BackendError
+from dragoman.server._http import host_name
+from dragoman.server.daemon.app import BackgroundDaemon, _checked, create_app, is_loopback
 from dragoman.settings import Settings
+from dragoman.status import daemon_file
+from dragoman.testing.tinypack import build_argos_pack
+from dragoman.translation.engine import Engine
+from dragoman.translation.types import GlossaryEntry, Language, Provenance, TranslationResult
 
 MB2 = 2 * 1024 * 1024
 pytestmark = [pytest.mark.apertium, needs_apertium]

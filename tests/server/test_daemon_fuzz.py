@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import needs_apertium
 
-from dragoman.engine.engine import Engine
-from dragoman.engine.tinypack import build_argos_pack
-from dragoman.server.daemon import BackgroundDaemon, create_app
+from dragoman.server.daemon.app import BackgroundDaemon, create_app
 from dragoman.settings import Settings
+from dragoman.testing.tinypack import build_argos_pack
+from dragoman.translation.engine import Engine
 
 schemathesis = pytest.importorskip("schemathesis")
 

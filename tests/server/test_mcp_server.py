@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CallToolResult, ListRootsResult, LoggingMessageNotificationParams, Root
 from pydantic import FileUrl
 
-from dragoman.server._mcp_models import MAX_BATCH, MAX_GLOSSARY, MAX_TEXT_CHARS
+from dragoman.server.mcp._models import MAX_BATCH, MAX_GLOSSARY, MAX_TEXT_CHARS
 
 pytestmark = pytest.mark.anyio
 
@@ -84,7 +84,7 @@ def errlog(tmp_path: Path) -> Path:
 
 def hooked(patch: str) -> list[str]:
     """Arguments running the server after ``patch`` (Python source) ran in the server process."""
-    code = "import os, sys, time\nimport dragoman.engine.engine as eng\n" + textwrap.dedent(patch)
+    code = "import os, sys, time\nimport dragoman.translation.engine as eng\n" + textwrap.dedent(patch)
     code += "\nfrom dragoman.cli import main\nsys.exit(main(['mcp']))\n"
     return ["-c", code]
 
@@ -163,7 +163,7 @@ async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_anno
 
 
 def test_limits_match_the_engine() -> None:
-    from dragoman.engine import engine
+    from dragoman.translation import engine
 
     assert engine.MAX_BATCH == MAX_BATCH
     assert engine.MAX_TEXT_CHARS == MAX_TEXT_CHARS
@@ -523,8 +523,8 @@ async def test_dragoman_warnings_reach_the_client_logging_capability(
         import logging
         original = eng.Engine.detect
         def detect(self, text):
-            logging.getLogger("dragoman.engine.hook").warning("HOOK-WARNING for %s", text[:5])
-            logging.getLogger("dragoman.engine.hook").info("HOOK-INFO")
+            logging.getLogger("dragoman.translation.hook").warning("HOOK-WARNING for %s", text[:5])
+            logging.getLogger("dragoman.translation.hook").info("HOOK-INFO")
             return original(self, text)
         eng.Engine.detect = detect
     """
@@ -558,7 +558,7 @@ async def test_dragoman_warnings_reach_the_client_logging_capability(
         ("warning", "HOOK-WARNING for Bonjo"),
         ("warning", "HOOK-WARNING for Bonjo"),
     ]
-    assert received[0].logger == "dragoman.engine.hook"
+    assert received[0].logger == "dragoman.translation.hook"
 
 
 # ----- files ---------------------------------------------------------------------------------------------
@@ -747,7 +747,7 @@ def test_roots_from_uris_takes_local_file_uris_only(tmp_path: Path) -> None:
 
 
 async def test_progress_bridge_forwards_in_order_and_stops_the_worker_on_cancel() -> None:
-    from dragoman.server._mcp_runtime import bridge_progress
+    from dragoman.server.mcp._runtime import bridge_progress
 
     reports: list[float] = []
     steps: list[int] = []

@@ -1,0 +1,394 @@
+"""The ``dragoman`` command line. Results go to stdout, logs and progress to stderr; ``--json`` on each."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from dragoman import __version__
+from dragoman.errors import DragomanError
+from dragoman.settings import Settings
+from dragoman.translation.types import ProgressCallback
+
+log = logging.getLogger("dragoman")
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def _text_arg(args: argparse.Namespace) -> str:
+    if args.text is not None and args.text != "-":
+        return str(args.text)
+    if sys.stdin.isatty():
+        raise DragomanError("give the text as an argument, or pipe it on standard input")
+    return sys.stdin.read()
+
+
+def _engine(settings: Settings) -> Any:
+    from dragoman.translation.engine import Engine
+
+    return Engine(settings)
+
+
+def cmd_translate(args: argparse.Namespace, settings: Settings) -> int:
+    with _engine(settings) as engine:
+        result = engine.translate(_text_arg(args), target=args.to, source=args.source, tier=args.tier)
+    if args.json:
+        _print_json(result.to_dict())
+    else:
+        sys.stdout.write(result.translation + ("" if result.translation.endswith("\n") else "\n"))
+        for warning in result.warnings:
+            log.warning("%s", warning)
+    return 0
+
+
+@contextlib.contextmanager
+def _file_progress(args: argparse.Namespace) -> Iterator[ProgressCallback | None]:
+    """A progress bar on stderr counting texts (none with --json or when stderr is not a terminal)."""
+    if args.json or not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=0, unit="text", file=sys.stderr, leave=False, desc="translating") as bar:
+
+        def update(done: int, total: int, message: str) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        yield update
+
+
+def cmd_translate_file(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.pipelines.translate_file import translate_file
+
+    with _engine(settings) as engine, _file_progress(args) as progress:
+        result = translate_file(
+            engine,
+            args.path,
+            args.to,
+            source=args.source,
+            output=args.output,
+            overwrite=args.overwrite,
+            tier=args.tier,
+            progress=progress,
+        )
+    if args.json:
+        data = {
+            k: v for k, v in asdict(result).items() if k not in ("boxes", "extracted_text", "translated_text")
+        }
+        _print_json(json.loads(json.dumps(data, default=str)))
+    else:
+        print(
+            f"wrote {result.output_path} ({result.format}, {result.segments} texts, {result.source} -> "
+            f"{result.target}, {result.seconds:.2f}s)"
+        )
+        for kind, path in result.extra_outputs.items():
+            print(f"wrote {path} ({kind} export)")
+        for warning in result.warnings:
+            log.warning("%s", warning)
+    return 0
+
+
+def cmd_ocr(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.pipelines.ocr_translate import ocr_translate
+
+    with _engine(settings) as engine, _file_progress(args) as progress:
+        result = ocr_translate(
+            engine,
+            args.path,
+            args.to,
+            source=args.source,
+            render=args.render or args.output is not None,
+            output=args.output,
+            overwrite=args.overwrite,
+            tier=args.tier,
+            progress=progress,
+        )
+    if args.json:
+        _print_json(json.loads(json.dumps(asdict(result), default=str)))
+    else:
+        print(result.translated_text)
+        if result.output_path is not None:
+            log.warning("wrote %s", result.output_path)
+        for warning in result.warnings:
+            log.warning("%s", warning)
+    return 0
+
+
+def cmd_detect(args: argparse.Namespace, settings: Settings) -> int:
+    with _engine(settings) as engine:
+        found = engine.detect(_text_arg(args))
+    if args.json:
+        _print_json(asdict(found))
+    elif found.flores is None:
+        print(f"uncertain ({found.reason}; best guess {found.label}, confidence {found.confidence:.2f})")
+    else:
+        print(f"{found.flores}\t{found.bcp47}\t{found.name}\t{found.confidence:.2f}")
+    return 0
+
+
+def cmd_languages(args: argparse.Namespace, settings: Settings) -> int:
+    with _engine(settings) as engine:
+        rows = engine.languages(installed_only=not args.all)
+    if args.json:
+        _print_json([asdict(r) for r in rows])
+    else:
+        for row in rows:
+            print(f"{row.flores}\t{row.bcp47}\t{row.name}{'  (rtl)' if row.rtl else ''}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.status import engine_status
+
+    with _engine(settings) as engine:
+        status = engine_status(engine)
+    if args.json:
+        _print_json(status)
+        return 0
+    platform = status["platform"]
+    print(
+        f"dragoman {status['version']} on {platform['system']} {platform['machine']}, "
+        f"python {platform['python']}"
+    )
+    print(
+        f"ctranslate2 {platform['ctranslate2']}; "
+        f"CPU compute types: {', '.join(platform['compute_types_cpu'])}"
+    )
+    print(f"packs directory: {status['packs_dir']}")
+    for pack in status["packs"]:
+        langs = ", ".join(pack["languages"][:6]) + (" ..." if len(pack["languages"]) > 6 else "")
+        print(f"  {pack['id']:<28} {pack['kind']:<12} {langs:<40} {'loaded' if pack['loaded'] else ''}")
+    for broken in status["broken_packs"]:
+        print(f"  BROKEN {broken['path']}: {broken['error']}")
+    ap = status["apertium"]
+    print(
+        f"apertium: {ap['binary'] or 'not installed (apt-get install apertium apertium-eng-spa)'}"
+        f" {ap['version'] or ''}; pairs: {', '.join(ap['pairs']) or 'none'}"
+    )
+    te = status["tesseract"]
+    print(
+        f"tesseract: {te['binary'] or 'not installed'} {te['version'] or ''}; "
+        f"languages: {', '.join(te['languages'])}"
+    )
+    print(f"detection model: {status['detection']['model']}")
+    print(f"glossary file: {status['glossary']['path']}")
+    daemon = status["daemon"]
+    print(
+        f"daemon: {'alive at ' + str(daemon['url']) if daemon['alive'] else 'not running'} "
+        f"(port {daemon['port']})"
+    )
+    return 0
+
+
+def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.models import install as installer
+    from dragoman.models.index import available
+    from dragoman.models.store import PackStore
+
+    store = PackStore(settings)
+    if args.packs_command == "list":
+        from dragoman.translation.engine import Engine
+
+        with Engine(settings) as engine:
+            infos = [asdict(i) for i in engine.registry.infos()]
+        if args.json:
+            _print_json(infos)
+        else:
+            for info in infos:
+                print(
+                    f"{info['id']:<28} {info['kind']:<12} v{info['version']:<8} "
+                    f"{info['license']:<24} {info['path']}"
+                )
+        return 0
+    if args.packs_command == "install":
+        if args.json:
+            manifest = installer.install(args.source, settings, sha256=args.sha256, replace=args.replace)
+        else:
+            with installer.tqdm_progress("install") as progress:
+                manifest = installer.install(
+                    args.source, settings, sha256=args.sha256, progress=progress, replace=args.replace
+                )
+        if args.json:
+            _print_json(
+                {"installed": manifest.id, "kind": manifest.kind, "languages": list(manifest.languages)}
+            )
+        else:
+            print(f"installed {manifest.id} ({manifest.kind}: {', '.join(manifest.languages)})")
+        return 0
+    if args.packs_command == "remove":
+        store.remove(args.pack_id)
+        print(json.dumps({"removed": args.pack_id}) if args.json else f"removed {args.pack_id}")
+        return 0
+    if args.packs_command == "verify":
+        ids = [args.pack_id] if args.pack_id else [m.id for m, _ in store.list()]
+        reports = [store.verify(pack_id) for pack_id in ids]
+        if args.json:
+            _print_json([r.to_dict() for r in reports])
+        else:
+            for report in reports:
+                print(f"{report.pack_id}: ok")
+        return 0
+    if args.packs_command == "available":
+        entries = available(settings)
+        if args.json:
+            _print_json([asdict(e) for e in entries])
+        else:
+            for entry in entries:
+                print(f"{entry.from_code}->{entry.to_code}\tv{entry.version}\t{entry.code}")
+        return 0
+    raise DragomanError(f"unknown packs command {args.packs_command!r}")
+
+
+def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
+    import dataclasses
+    from pathlib import Path
+
+    from dragoman.server.mcp.server import serve
+
+    overrides: dict[str, Any] = {}
+    if args.packs_dir:
+        overrides["packs_dir"] = Path(args.packs_dir).expanduser()
+    if args.tier:
+        overrides["default_tier"] = args.tier
+    if args.glossary:
+        overrides["glossary_path"] = Path(args.glossary).expanduser()
+    serve(dataclasses.replace(settings, **overrides))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.server.daemon.app import serve
+
+    return serve(
+        settings,
+        host=args.host,
+        port=args.port,
+        allowed_origins=args.allowed_origin or (),
+        workers=args.workers,
+        timeout=args.timeout,
+        allow_non_loopback=args.allow_non_loopback,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dragoman", description="On-device translation.")
+    parser.add_argument("--version", action="version", version=f"dragoman {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more (to stderr)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--json", action="store_true", help="answer in JSON")
+        return p
+
+    p = add("translate", "translate text (argument or stdin)")
+    p.add_argument("text", nargs="?", help="the text; '-' or nothing reads stdin")
+    p.add_argument("--to", required=True, help="target language (BCP-47 or FLORES-200)")
+    p.add_argument("--from", dest="source", help="source language (detected when omitted)")
+    p.add_argument("--tier", choices=["best", "fast"], help="best (default) or fast")
+    p.set_defaults(func=cmd_translate)
+
+    p = add("translate-file", "translate a document, format preserved (NAME.<target>.EXT beside it)")
+    p.add_argument("path")
+    p.add_argument("--to", required=True, help="target language (BCP-47 or FLORES-200)")
+    p.add_argument("--from", dest="source", help="source language (detected when omitted)")
+    p.add_argument("-o", "--output", help="where to write (default NAME.<target>.EXT beside the input)")
+    p.add_argument("--overwrite", action="store_true", help="replace the output file if it exists")
+    p.add_argument("--tier", choices=["best", "fast"])
+    p.set_defaults(func=cmd_translate_file)
+
+    p = add("ocr", "read an image's text with OCR and translate it")
+    p.add_argument("path")
+    p.add_argument("--to", required=True, help="target language (BCP-47 or FLORES-200)")
+    p.add_argument("--from", dest="source", help="source language (detected when omitted)")
+    p.add_argument("--render", action="store_true", help="also write the image with the translation drawn in")
+    p.add_argument("-o", "--output", help="where to write the rendered image (implies --render)")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--tier", choices=["best", "fast"])
+    p.set_defaults(func=cmd_ocr)
+
+    p = add("detect", "detect the language of a text")
+    p.add_argument("text", nargs="?")
+    p.set_defaults(func=cmd_detect)
+
+    p = add("languages", "languages the installed packs reach")
+    p.add_argument("--all", action="store_true", help="the whole FLORES-200 catalogue")
+    p.set_defaults(func=cmd_languages)
+
+    p = add("status", "engine status: platform, packs, binaries, daemon")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("mcp", help="serve the MCP tools on stdio (for agent hosts)")
+    p.add_argument("--packs-dir", help="pack directory (overrides DRAGOMAN_PACKS_DIR)")
+    p.add_argument("--tier", choices=["best", "fast"], help="default tier (overrides DRAGOMAN_TIER)")
+    p.add_argument("--glossary", help="user glossary file (overrides DRAGOMAN_GLOSSARY)")
+    p.set_defaults(func=cmd_mcp)
+
+    p = add("serve", "run the local daemon on loopback (POST /translate, GET /health, GET /languages)")
+    p.add_argument("--port", type=int, help="port (default DRAGOMAN_PORT or 8787; 0 picks a free one)")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="127.0.0.1 (default) or ::1; others need --allow-non-loopback"
+    )
+    p.add_argument("--allow-non-loopback", action="store_true", help="allow a non-loopback --host (unsafe)")
+    p.add_argument("--allowed-origin", action="append", help="a browser origin allowed by CORS (repeatable)")
+    p.add_argument("--workers", type=int, help="engine threads (default min(4, CPUs))")
+    p.add_argument("--timeout", type=float, help="seconds per request before 504 (default 60)")
+    p.set_defaults(func=cmd_serve)
+
+    packs = add("packs", "manage model packs")
+    psub = packs.add_subparsers(dest="packs_command", required=True)
+    pp = psub.add_parser("list", help="installed packs")
+    pp.add_argument("--json", action="store_true")
+    pp = psub.add_parser("install", help="install from a file, directory, URL or index name (en->es)")
+    pp.add_argument("source")
+    pp.add_argument("--sha256", help="expected SHA-256 of the archive")
+    pp.add_argument("--replace", action="store_true", help="replace an installed pack with the same id")
+    pp.add_argument("--json", action="store_true")
+    pp = psub.add_parser("remove", help="remove an installed pack")
+    pp.add_argument("pack_id")
+    pp.add_argument("--json", action="store_true")
+    pp = psub.add_parser("verify", help="check installed packs against their install record")
+    pp.add_argument("pack_id", nargs="?")
+    pp.add_argument("--json", action="store_true")
+    pp = psub.add_parser("available", help="packages of the Argos index")
+    pp.add_argument("--json", action="store_true")
+    packs.set_defaults(func=cmd_packs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        settings = Settings.from_env()
+        return int(args.func(args, settings))
+    except DragomanError as exc:
+        if getattr(args, "json", False):
+            print(json.dumps(exc.to_dict(), ensure_ascii=False), file=sys.stderr)
+        else:
+            print(f"dragoman: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `dragoman languages | head`: the reader left; that is not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+# mypy: disallow-untyped-calls=False
+# (PyMuPDF's functions carry no annotations)
+"""The MuPDF work on a PDF (see :mod:`dragoman.documents.pdf` for the approach, and
+:mod:`dragoman.documents._pdf_pipeline` for its order): open it, read pages into blocks
+(:class:`PageReader`, OCR for scans), remove their text and write the translations back
+(:class:`Rewriter`), save.
+
+Writing: text the base fonts can write goes through :mod:`dragoman.documents._pdf_text`. The rest
+(right-to-left, complex and CJK scripts, anything the base fonts lack) is laid out with MuPDF's HTML engine
+(``Story``), which shapes and falls back to the built-in Noto fonts, onto pages of one overlay document;
+each overlay page is placed over its page as a single form XObject (``show_pdf_page``) at the end: the
+layout of ``insert_htmlbox`` at a third of its cost (it makes a document per box), with the fonts embedded
+once. A box first tries the translation at the original size; only when it does not fit is the largest
+scale that fits searched. Blocks turned by 90, 180 or 270 degrees go through ``insert_htmlbox`` with its
+rotation.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pymupdf
+
+from dragoman.documents import _pdf_fonts as fonts
+from dragoman.documents import _pdf_ocr as ocr
+from dragoman.documents import _pdf_text as text
+from dragoman.documents._pdf_layout import Block, PageWork, page_blocks
+from dragoman.documents.base import DocumentReport, TextBox, TextTranslator
+from dragoman.errors import DocumentFormatError, OcrUnavailable
+from dragoman.languages.catalogue import script_of
+
+log = logging.getLogger("dragoman.documents.pdf")
+
+#: Translations shrunk below this scale to fit their box are reported.
+SMALL_SCALE = 0.6
+#: Precision of the search for the scale at which a translation fits its box, and the smallest scale tried
+#: before MuPDF's own search takes over; a height no layout reaches.
+SCALE_PRECISION = 0.02
+MIN_SCALE = 0.05
+UNBOUNDED = 1e6
+
+
+def open_pdf(source: Path) -> pymupdf.Document:
+    """Open a PDF for editing; a typed error for anything that is not a readable, unencrypted PDF."""
+    try:
+        doc = pymupdf.open(source, filetype="pdf")
+    except (RuntimeError, ValueError) as exc:  # pymupdf.FileDataError is a RuntimeError
+        raise DocumentFormatError(
+            f"{source.name} is not a readable PDF (corrupt or truncated: {exc}); check the file or export "
+            "it to PDF again"
+        ) from exc
+    if doc.needs_pass:
+        doc.close()
+        raise DocumentFormatError(
+            f"{source.name}: encrypted PDF; decrypt it first (e.g. `qpdf --decrypt --password=PASSWORD "
+            "in.pdf out.pdf`) and translate the decrypted copy"
+        )
+    if doc.page_count == 0:
+        doc.close()
+        raise DocumentFormatError(f"{source.name}: the PDF has no pages (corrupt or empty); check the file")
+    return doc
+
+
+def _story(block: Block, translation: str, *, rtl: bool) -> pymupdf.Story:
+    align = "center" if block.centered and not rtl else None
+    css = fonts.css_for(block.style, line_height=block.line_height, align=align)
+    return pymupdf.Story(html=fonts.html_for(translation, rtl=rtl), user_css=css)
+
+
+def _fit(story: pymupdf.Story, width: float, height: float) -> float:
+    """Lay ``story`` out in a ``width`` x ``height`` box, shrunk until it fits; the scale (1.0: as is).
+
+    The story is left placed at the scale returned, ready to draw. A text that does not fit is measured
+    once in a box of unbounded height; the square root of the height ratio (text shrinks in both
+    directions) is the first guess, and a few halvings of the interval between a scale that fits and
+    one that does not get within :data:`SCALE_PRECISION` of the largest that fits.
+    """
+    flags = pymupdf.mupdf.FZ_PLACE_STORY_FLAG_NO_OVERFLOW  # words too long for a line count as not fitting
+
+    def fits(scale: float) -> bool:
+        more, _ = story.place(pymupdf.Rect(0, 0, width / scale, height / scale), flags)
+        return not more
+
+    if fits(1.0):
+        return 1.0
+    more, filled = story.place(pymupdf.Rect(0, 0, width, UNBOUNDED), flags)
+    natural = pymupdf.Rect(filled).y1
+    guess = math.sqrt(height / natural) if not more and natural > height > 0 else 0.9
+    high, low, scale = 1.0, 0.0, min(0.99, guess)
+    while scale > MIN_SCALE:  # down until it fits
+        if fits(scale):
+            low = scale
+            break
+        high, scale = scale, scale * 0.9
+    if low == 0.0:  # not even at the smallest scale: let MuPDF search as far as it takes
+        fit = story.fit_scale(pymupdf.Rect(0, 0, width, height), scale_min=1, scale_max=None, flags=flags)
+        return 1.0 / float(fit.parameter)
+    placed = low
+    while high - low > SCALE_PRECISION:
+        middle = (low + high) / 2
+        if fits(middle):
+            low = placed = middle
+        else:
+            high, placed = middle, middle
+    if placed != low:
+        fits(low)
+    return low
+
+
+class Overlay:
+    """The translations of every page laid out on pages of one overlay document, placed over the
+    document's pages at the end: the fonts are embedded once for the whole document, not once per page."""
+
+    def __init__(self) -> None:
+        self.buffer = io.BytesIO()
+        self.writer = pymupdf.DocumentWriter(self.buffer)
+        self.pages: dict[int, int] = {}  # document page number -> overlay page number
+
+    def add_page(self, page: pymupdf.Page, items: Sequence[tuple[Block, str]], *, rtl: bool) -> list[float]:
+        """Lay out upright translations in their blocks' rooms on a new overlay page; the scale of each."""
+        if not items:
+            return []
+        device = self.writer.begin_page(page.rect)
+        scales = []
+        for block, translation in items:
+            room = block.room or block.rect
+            story = _story(block, translation, rtl=rtl)
+            scale = _fit(story, room.width, room.height)
+            story.draw(device, pymupdf.Matrix(scale, 0, 0, scale, room.x0, room.y0))
+            scales.append(scale)
+        self.writer.end_page()
+        self.pages[page.number or 0] = len(self.pages)
+        return scales
+
+    def place(self, doc: pymupdf.Document) -> None:
+        """Put each overlay page over its document page (as a form XObject)."""
+        self.writer.close()
+        if not self.pages:
+            return
+        with pymupdf.open("pdf", self.buffer.getvalue()) as overlay:
+            for number, index in self.pages.items():
+                page = doc.load_page(number)
+                page.show_pdf_page(page.rect, overlay, index)
+
+
+def draw_turned(page: pymupdf.Page, block: Block, translation: str, *, rtl: bool) -> float:
+    """Write a translation turned by a multiple of 90 degrees into its block; the scale it took."""
+    align = "center" if block.centered and not rtl else None
+    css = fonts.css_for(block.style, line_height=block.line_height, align=align)
+    html = fonts.html_for(translation, rtl=rtl)
+    _, scale = page.insert_htmlbox(block.rect, html, css=css, scale_low=0, rotate=block.rotate)
+    return float(scale)
+
+
+def restore_links(page: pymupdf.Page, before: list[tuple[int, int, str]]) -> None:
+    """Put back the link annotations that redaction removed (the same objects, in their old order)."""
+    links = {xref for xref, kind, _ in before if kind == pymupdf.mupdf.PDF_ANNOT_LINK}
+    now = [xref for xref, *_ in page.annot_xrefs()]
+    if links <= set(now):
+        return
+    order = [xref for xref, *_ in before if xref in links or xref in now]
+    order += [xref for xref in now if xref not in order]
+    page.parent.xref_set_key(page.xref, "Annots", "[" + " ".join(f"{xref} 0 R" for xref in order) + "]")
+
+
+def remove_text(page: pymupdf.Page, work: PageWork) -> list[tuple[int, int, str]]:
+    """Remove the page's original text (and paint over text that is part of an image); the annotations
+    the page had before, for :func:`restore_links`."""
+    annots_before: list[tuple[int, int, str]] = page.annot_xrefs()
+    lines = [line for block in work.blocks for line in block.line_rects]
+    if lines:  # (a scan read by OCR has none)
+        if work.skipped_angled:  # keep the text left untranslated: remove line by line
+            for line in lines:
+                page.add_redact_annot(line, fill=None, cross_out=False)
+        else:  # every text on the page is replaced: one redaction, far cheaper than one per line
+            page.add_redact_annot(page.rect, fill=None, cross_out=False)
+        page.apply_redactions(
+            images=pymupdf.mupdf.PDF_REDACT_IMAGE_NONE,
+            graphics=pymupdf.mupdf.PDF_REDACT_LINE_ART_NONE,
+            text=pymupdf.mupdf.PDF_REDACT_TEXT_REMOVE,
+        )
+    painted = [b.rect for b in work.blocks if b.paint_over]
+    if painted:
+        ocr.paint_backgrounds(page, painted)
+    return annots_before
+
+
+class Rewriter:
+    """Replaces the text of a document's pages: :meth:`remove` takes each page's text away, :meth:`write`
+    lays out its translations (pages in any groups, in order), :meth:`finish` places them and puts links
+    back."""
+
+    def __init__(self, doc: pymupdf.Document, *, rtl: bool, report: DocumentReport) -> None:
+        self.doc = doc
+        self.rtl = rtl
+        self.report = report
+        self.overlay = Overlay()
+        self.turned: list[tuple[int, Block, str]] = []
+        self.annots: dict[int, list[tuple[int, int, str]]] = {}
+        self.shrunk: dict[int, int] = {}  # page number (1-based) -> translations shrunk a lot there
+
+    def remove(self, work: PageWork) -> None:
+        if work.blocks:
+            self.annots[work.number] = remove_text(self.doc.load_page(work.number), work)
+
+    def write(self, work: PageWork, translations: Sequence[str]) -> None:
+        """Lay out a page's translations (one per block, in order; blank ones are left out)."""
+        items = [(b, t) for b, t in zip(work.blocks, translations, strict=True) if t.strip()]
+        if not items:
+            return
+        page = self.doc.load_page(work.number)
+        writers = text.TextWriters(page)
+        shaped: list[tuple[Block, str]] = []
+        scales = []
+        for block, translation in items:
+            if text.writable(block, translation, rtl=self.rtl):
+                laid = text.lay_out(block, translation)
+                writers.add(block, laid, center=block.centered)
+                scales.append(laid.scale)
+            elif block.rotate == 0:
+                shaped.append((block, translation))
+            else:
+                self.turned.append((work.number, block, translation))
+        writers.write()
+        scales += self.overlay.add_page(page, shaped, rtl=self.rtl)
+        for block, translation in items:
+            rect = block.rect
+            self.report.boxes.append(
+                TextBox(work.number + 1, (rect.x0, rect.y0, rect.x1, rect.y1), block.text, translation)
+            )
+        shrunk = sum(scale < SMALL_SCALE for scale in scales)
+        if shrunk:
+            self.shrunk[work.number + 1] = shrunk
+
+    def finish(self) -> None:
+        if self.shrunk:
+            self.report.warnings.append(
+                f"{sum(self.shrunk.values())} translation(s) shrunk below {SMALL_SCALE:.0%} of the original "
+                f"size to fit their boxes, on page(s) {_pages(self.shrunk)}; check them, or shorten them"
+            )
+        self.overlay.place(self.doc)
+        for number, block, translation in self.turned:
+            draw_turned(self.doc.load_page(number), block, translation, rtl=self.rtl)
+        for number, before in self.annots.items():
+            restore_links(self.doc.load_page(number), before)
+
+
+class PageReader:
+    """Reads pages into blocks, through OCR for scans. Without Tesseract, scanned pages among text pages
+    are reported and left as they are (:meth:`finish`); a document of scans only is an error."""
+
+    def __init__(
+        self, doc: pymupdf.Document, translate: TextTranslator, report: DocumentReport, *, grow: bool
+    ):
+        self.doc = doc
+        self.translate = translate
+        self.report = report
+        self.grow = grow
+        self.ocr_error: OcrUnavailable | None = None
+        self.unread: list[int] = []
+        self.scanned = 0
+        self.angled: dict[int, int] = {}  # page number (1-based) -> text blocks at an angle, untranslated
+
+    def read(self, number: int) -> PageWork:
+        page = self.doc.load_page(number)
+        work = page_blocks(page, grow=self.grow)
+        if work.skipped_angled:
+            self.angled[number + 1] = work.skipped_angled
+        if not work.blocks and page.get_images(full=False):
+            self.scanned += 1
+            if self.ocr_error is None:
+                try:
+                    ocr.ocr_page(page, work, self.translate, self.report.warnings)
+                except OcrUnavailable as exc:
+                    self.ocr_error = exc
+            if self.ocr_error is not None:
+                self.unread.append(number + 1)
+        return work
+
+    def finish(self, works: Sequence[PageWork]) -> None:
+        if self.angled:
+            self.report.warnings.append(
+                f"{sum(self.angled.values())} text block(s) at an angle other than a multiple of 90 degrees "
+                f"left untranslated, on page(s) {_pages(self.angled)}"
+            )
+        if self.ocr_error is None:
+            return
+        if not any(work.blocks for work in works):  # nothing but scans: without OCR nothing to translate
+            raise self.ocr_error
+        pages = _pages(dict.fromkeys(self.unread, 1))
+        self.report.warnings.append(
+            f"page(s) {pages} have no text layer; OCR not applied: {self.ocr_error.message}"
+        )
+
+
+def _pages(counts: dict[int, int], most: int = 20) -> str:
+    numbers = sorted(counts)
+    shown = ", ".join(str(n) for n in numbers[:most])
+    return shown + (f" and {len(numbers) - most} more" if len(numbers) > most else "")
+
+
+def check_document(doc: pymupdf.Document, name: str, target: str, report: DocumentReport) -> None:
+    """Warn about a repaired file and a target script no font can write."""
+    if doc.is_repaired:
+        report.warnings.append(f"{name} was damaged; MuPDF repaired it while reading")
+    script = script_of(target)
+    if not fonts.script_renderable(script):
+        report.warnings.append(
+            f"no font with {script} glyphs is available to MuPDF; the translation may show empty boxes "
+            "(install a PyMuPDF build with its Noto fonts)"
+        )
+
+
+def unrotate(doc: pymupdf.Document) -> dict[int, int]:
+    """Set every page's rotation to 0 (one coordinate system to read, redact and write in); the old ones."""
+    rotations = {}
+    for number in range(doc.page_count):
+        page = doc.load_page(number)
+        if page.rotation:
+            rotations[number] = page.rotation
+            page.set_rotation(0)
+    return rotations
+
+
+def rotate_back(doc: pymupdf.Document, rotations: dict[int, int]) -> None:
+    for number, rotation in rotations.items():
+        doc.load_page(number).set_rotation(rotation)
+
+
+def close(doc: pymupdf.Document) -> None:
+    doc.close()
+
+
+def save(doc: pymupdf.Document, output: Path) -> None:
+    """Save with only the glyphs used of each font (the built-in Noto fonts are large)."""
+    try:
+        doc.subset_fonts()
+    except (RuntimeError, ValueError) as exc:
+        log.warning("subsetting fonts failed; the output keeps whole fonts: %s", exc)
+    doc.save(output, garbage=1, deflate=True)

@@ -1,0 +1,160 @@
+# mypy: disallow-untyped-calls=False
+# (PyMuPDF's functions carry no annotations)
+"""Font and style choice for text written into a PDF: the look of a block's first span (size, colour, bold,
+italic, serif or sans) turned into the HTML and CSS that ``Page.insert_htmlbox`` lays out.
+
+MuPDF's HTML layout picks the base font from the CSS family (``sans-serif`` -> Nimbus Sans, ``Times`` ->
+Nimbus Roman, ``monospace`` -> Nimbus Mono: Latin, Greek and Cyrillic, metrics of Helvetica, Times and
+Courier) and falls back, glyph by
+glyph, to the Noto fonts built into PyMuPDF (Arabic, Hebrew, the Indic scripts, Thai, Ethiopic, Georgian,
+...) and Droid Sans Fallback (Chinese, Japanese, Korean); it shapes complex scripts with HarfBuzz and lays out
+right-to-left paragraphs (``dir="rtl"``). Only the glyphs used are kept when the document is saved
+(``Document.subset_fonts``). :func:`script_renderable` checks, once per script, that some font really has
+the script's glyphs, so a build of MuPDF without its Noto fonts is reported instead of writing empty boxes.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import logging
+from dataclasses import dataclass
+
+import pymupdf
+
+log = logging.getLogger("dragoman.documents.pdf")
+
+#: Span flags of ``page.get_text("dict")``.
+FLAG_ITALIC = 2
+FLAG_SERIF = 4
+FLAG_MONO = 8
+FLAG_BOLD = 16
+
+_BOLD_NAMES = ("bold", "black", "heavy", "semibold", "demi")
+_ITALIC_NAMES = ("italic", "oblique")
+
+#: A few characters of each script (ISO 15924, as in FLORES codes) that a font must have to write it.
+SCRIPT_SAMPLES: dict[str, str] = {
+    "Latn": "aéŁ",
+    "Cyrl": "жЯ",
+    "Grek": "λΩ",
+    "Arab": "بع",
+    "Hebr": "שא",
+    "Deva": "कम",
+    "Beng": "কম",
+    "Guru": "ਕਮ",
+    "Gujr": "કમ",
+    "Orya": "କମ",
+    "Taml": "கம",
+    "Telu": "కమ",
+    "Knda": "ಕಮ",
+    "Mlym": "കമ",
+    "Sinh": "කම",
+    "Thai": "กม",
+    "Laoo": "ກມ",
+    "Khmr": "កម",
+    "Mymr": "ကမ",
+    "Tibt": "ཀམ",
+    "Geor": "ქა",
+    "Armn": "բա",
+    "Ethi": "ሰላ",
+    "Hang": "한글",
+    "Hans": "中文",
+    "Hant": "中國",
+    "Jpan": "日本かな",
+    "Thaa": "ސލ",
+    "Tfng": "ⴰⵣ",
+    "Olck": "ᱥᱟ",
+}
+
+
+@dataclass(frozen=True)
+class TextStyle:
+    """How a block of text looked: what its translation is written in."""
+
+    size: float = 11.0
+    color: int = 0  # sRGB as 0xRRGGBB
+    bold: bool = False
+    italic: bool = False
+    family: str = "sans-serif"  # sans-serif (Nimbus Sans), Times (Nimbus Roman) or monospace (Nimbus Mono)
+
+
+def style_of(span: dict[str, object]) -> TextStyle:
+    """The style of a ``get_text("dict")`` span."""
+    flags = int(span.get("flags", 0))  # type: ignore[call-overload]
+    font = str(span.get("font", "")).lower()
+    size = float(span.get("size", 11.0))  # type: ignore[arg-type]
+    color = int(span.get("color", 0))  # type: ignore[call-overload]
+    if flags & FLAG_MONO or "mono" in font or "courier" in font:
+        family = "monospace"
+    elif flags & FLAG_SERIF or ("serif" in font and "sans" not in font) or "times" in font:
+        family = "Times"  # MuPDF's "serif" is Charis SIL, much wider than the usual Times
+    else:
+        family = "sans-serif"
+    return TextStyle(
+        size=size if size > 0 else 11.0,
+        color=color & 0xFFFFFF,
+        bold=bool(flags & FLAG_BOLD) or any(n in font for n in _BOLD_NAMES),
+        italic=bool(flags & FLAG_ITALIC) or any(n in font for n in _ITALIC_NAMES),
+        family=family,
+    )
+
+
+def css_for(style: TextStyle, *, line_height: float = 1.2, align: str | None = None) -> str:
+    """The CSS for one block: no margins, the block's font size, colour, weight and family."""
+    rules = [
+        f"font-family:{style.family}",
+        f"font-size:{style.size:.2f}px",
+        f"line-height:{line_height:.3f}",
+        f"color:#{style.color:06x}",
+    ]
+    if style.bold:
+        rules.append("font-weight:bold")
+    if style.italic:
+        rules.append("font-style:italic")
+    if align:
+        rules.append(f"text-align:{align}")
+    # "body" beats "*" in MuPDF's cascade, so its default margin is named to be removed.
+    return "body,div{margin:0;padding:0} body{" + ";".join(rules) + "}"
+
+
+def html_for(text: str, *, rtl: bool) -> str:
+    """The HTML for one block's translation: escaped, line breaks kept, right-to-left when asked.
+
+    MuPDF aligns a ``dir="rtl"`` paragraph to the right by default (its ``text-align:right`` means the
+    paragraph's end there), so right-to-left blocks carry no alignment of their own.
+    """
+    body = "<br>".join(html.escape(line, quote=False) for line in text.split("\n"))
+    return f'<div dir="rtl">{body}</div>' if rtl else f"<div>{body}</div>"
+
+
+@functools.cache
+def script_renderable(script: str) -> bool:
+    """True when the fonts MuPDF lays out HTML with have glyphs for ``script`` (checked once per script).
+
+    Scripts without a sample are assumed renderable. The check writes the sample into a scratch page and
+    asks each embedded font whether it has a glyph for every sample character.
+    """
+    sample = SCRIPT_SAMPLES.get(script)
+    if sample is None:
+        return True
+    doc = pymupdf.open()
+    try:
+        page = doc.new_page(width=300, height=100)
+        page.insert_htmlbox(
+            pymupdf.Rect(5, 5, 295, 95), html.escape(sample), css="* {font-family:sans-serif}"
+        )
+        fonts = []
+        for xref, *_ in page.get_fonts():
+            buffer = doc.extract_font(xref)[3]
+            if buffer:
+                fonts.append(pymupdf.Font(fontbuffer=buffer))
+        found = all(any(font.has_glyph(ord(ch)) for font in fonts) for ch in sample)
+    except (RuntimeError, ValueError) as exc:  # MuPDF errors while probing: say no, with the reason logged
+        log.warning("checking fonts for script %s failed: %s", script, exc)
+        found = False
+    finally:
+        doc.close()
+    if not found:
+        log.warning("no built-in font has %s glyphs", script)
+    return found

@@ -1,0 +1,146 @@
+"""What every document format shares: the handler contract, the text translator handed to handlers,
+content sniffing, size limits and safe output.
+
+A format handler reads a file, collects its translatable texts with their places, asks a
+:class:`TextTranslator` for their translations (one batched call, or a few for long documents), and writes
+the translated file to the path it is given. That path is a temporary file beside the final one
+(:func:`atomic_output`, used by the translate-file pipeline): it is renamed into place only when the
+handler returns, and removed when it raises. Extra outputs (a DOCX export, a rendered image) go through
+``atomic_output`` too. Handlers never talk to the engine directly, so they are tested with a fake
+translator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from dragoman.errors import DocumentFormatError, FileTooLarge, InvalidRequest
+from dragoman.translation.types import ProgressCallback
+
+MAX_FILE_BYTES = 200 * 1024 * 1024  # spec 8: 200 MB (413 beyond)
+
+#: Translates texts in order; blank texts come back as given. Built by the translate-file pipeline.
+TranslateTexts = Callable[[Sequence[str]], list[str]]
+
+
+@dataclass(frozen=True)
+class TextBox:
+    """A piece of text found on a page or image, with its translation (OCR and PDF results)."""
+
+    page: int
+    bbox: tuple[float, float, float, float]  # x0, y0, x1, y1 in the page's units (points, pixels)
+    text: str
+    translation: str
+
+
+@dataclass
+class DocumentReport:
+    """What a handler did: counts for the result, and anything the caller should know."""
+
+    segments: int = 0
+    characters: int = 0
+    pages: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    boxes: list[TextBox] = field(default_factory=list)
+    extracted_text: str | None = None
+    translated_text: str | None = None
+    extra_outputs: dict[str, Path] = field(default_factory=dict)  # e.g. {"docx": Path(...)}
+    counts: dict[str, int] = field(default_factory=dict)  # structure found, e.g. {"tables": 2, "cells": 9}
+
+
+class TextTranslator(Protocol):
+    """What a handler is given: translation of texts, plus the languages (FLORES) when known."""
+
+    source: str | None
+    target: str
+
+    def __call__(self, texts: Sequence[str]) -> list[str]: ...
+
+
+class FormatHandler(Protocol):
+    """One document format."""
+
+    name: str  # "docx", "pdf", "txt", ...
+    suffixes: tuple[str, ...]  # the extensions it writes and accepts (".docx",)
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        """True when the first bytes (and, for containers, the file itself) are this format."""
+        ...
+
+    def translate(
+        self, source: Path, output: Path, translate: TextTranslator, progress: ProgressCallback | None
+    ) -> DocumentReport:
+        """Write the translation of ``source`` to ``output`` (an empty temporary file with the right
+        suffix; overwrite it)."""
+        ...
+
+
+def check_size(path: Path, limit: int = MAX_FILE_BYTES) -> int:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError as exc:
+        raise InvalidRequest(f"{path} does not exist") from exc
+    if not path.is_file():
+        raise InvalidRequest(f"{path} is not a regular file")
+    if size > limit:
+        raise FileTooLarge(f"{path} is {size / 1e6:.1f} MB; the limit is {limit / 1e6:.0f} MB")
+    return size
+
+
+def read_head(path: Path, size: int = 8192) -> bytes:
+    with path.open("rb") as handle:
+        return handle.read(size)
+
+
+@contextlib.contextmanager
+def atomic_output(destination: Path, *, overwrite: bool = False) -> Iterator[Path]:
+    """Yield a temporary path beside ``destination``; on success it is renamed into place.
+
+    The temporary file is removed on any failure, so nothing half-written is ever left. Without
+    ``overwrite`` an existing destination is refused, and checked again at the rename (``os.link`` fails
+    if another writer got there first).
+    """
+    destination = destination.absolute()
+    if destination.exists() and not overwrite:
+        raise InvalidRequest(
+            f"{destination} already exists; pass overwrite=true to replace it, or choose another output path"
+        )
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{destination.stem}.", suffix=f".part{destination.suffix}", dir=destination.parent
+    )
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with tmp.open("rb") as written:  # on disk before it gets its name
+            os.fsync(written.fileno())
+        if overwrite:
+            os.replace(tmp, destination)
+        else:
+            try:
+                os.link(tmp, destination)  # atomic, and fails if the name was taken meanwhile
+            except FileExistsError as exc:
+                raise InvalidRequest(f"{destination} appeared while translating; not overwritten") from exc
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                    raise
+                if destination.exists():  # no hard links here (FAT, some mounts): check, then rename
+                    raise InvalidRequest(f"{destination} exists; not overwritten") from exc
+                os.replace(tmp, destination)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def unsupported(path: Path, detected: str, supported: Sequence[str]) -> DocumentFormatError:
+    return DocumentFormatError(
+        f"{path.name}: {detected} is not a format dragoman translates; supported: {', '.join(supported)}"
+    )

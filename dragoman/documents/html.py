@@ -1,0 +1,291 @@
+"""HTML (``.html``, ``.htm``): text translated a block at a time, tags, scripts and attributes untouched.
+
+The document is parsed with lxml's HTML parser and written back with its doctype, XML declaration and
+encoding. Each run of text of a block element (``<p>``, ``<li>``, ``<td>``, ``<h1>``, ``<title>``...),
+with the inline elements inside it (``<b>``, ``<a href>``, ``<span>``...), is translated as one text: the
+inline elements become numbered placeholders (``<3>bold</3>``, ``<4/>`` for ``<br>``, ``<img>`` and
+untouched spans like ``<code>``; see :mod:`dragoman.documents._inline`), so the engine sees whole sentences
+and may move them ("the <1>red</1> car" -> "el coche <1>rojo</1>"); the elements are then put back, with
+their attributes, where the translation placed them. Source line breaks inside a run are whitespace in
+HTML and are sent as spaces.
+
+Untouched: ``script``, ``style``, ``code``, ``pre``, ``kbd``, ``samp``, ``var``, ``noscript``, ``template``,
+``textarea``, ``svg``, ``math``, comments, and any element marked ``translate="no"`` or
+``class="notranslate"``; every attribute except ``alt``, ``title``, ``placeholder`` and ``aria-label``,
+which are translated. ``<html lang>`` is set to the target's BCP-47 tag and ``dir="rtl"`` for
+right-to-left targets. A file without ``<html>``, ``<head>``, ``<body>`` or a doctype is a fragment and is
+written back as a fragment.
+"""
+
+from __future__ import annotations
+
+import codecs
+import html
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lxml.html  # type: ignore[import-untyped]
+from lxml import etree
+
+from dragoman.documents import _inline
+from dragoman.documents.base import DocumentReport, TextTranslator
+from dragoman.documents.plaintext import text_encoding
+from dragoman.errors import DocumentFormatError
+from dragoman.languages.catalogue import get
+from dragoman.translation.types import ProgressCallback
+
+Element = Any  # lxml.html.HtmlElement (lxml ships no type information)
+
+INLINE = frozenset(
+    "a abbr acronym b bdi bdo big br button cite code data del dfn em font i img input ins kbd label mark "
+    "math meter output progress q rp rt ruby s samp small span strike strong sub sup svg textarea time tt "
+    "u var wbr script style noscript template".split()
+)
+#: Elements whose content (and attributes) are never translated.
+UNTOUCHED = frozenset("script style code pre kbd samp var noscript template textarea svg math".split())
+VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+TRANSLATED_ATTRIBUTES = ("alt", "title", "placeholder", "aria-label")
+
+_DOCUMENT = re.compile(rb"<(?:!doctype|html|head|body)[\s>]", re.I)
+_XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>\s*")
+_META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
+_SOURCE_LINE_BREAK = re.compile(r"[ \t\r\n]*\n[ \t\r\n]*")
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def _tag(element: Element) -> str | None:
+    tag = element.tag
+    return tag.lower() if isinstance(tag, str) else None  # None: a comment or processing instruction
+
+
+def _untouched(element: Element) -> bool:
+    tag = _tag(element)
+    if tag is None or tag in UNTOUCHED:
+        return True
+    return element.get("translate", "").lower() == "no" or "notranslate" in element.get("class", "").split()
+
+
+def _is_block(element: Element) -> bool:
+    """True for an element that starts its own texts: not inline, or inline around a block."""
+    tag = _tag(element)
+    if tag is None or _untouched(element):
+        return False
+    if tag not in INLINE:
+        return True
+    return any(_is_block(child) for child in element)
+
+
+def _escape(text: str | None) -> str:
+    return (text or "").replace("&", "&amp;").replace("<", "&lt;")
+
+
+@dataclass
+class _Run:
+    """Text of ``parent`` between two block children: the text before the first inline element (owned by
+    ``parent.text`` or by the previous block child's tail), the inline elements, and their tails."""
+
+    parent: Element
+    owner: Element | None  # the block child whose tail opens the run; None: parent.text
+    children: list[Element]
+    following: Element | None  # the block child that ends the run; None: the run ends the parent
+    elements: dict[int, Element] = field(default_factory=dict)
+    masked: str = ""
+
+    def mask(self, ids: Iterator[int]) -> None:
+        parts = [_escape(self.parent.text if self.owner is None else self.owner.tail)]
+        for child in self.children:
+            parts.append(self._serialise(child, ids))
+            parts.append(_escape(child.tail))
+        text = "".join(parts)
+        core = text.strip(" \t\r\n")
+        start = text.find(core) if core else 0
+        self.masked = text[:start] + _SOURCE_LINE_BREAK.sub(" ", core) + text[start + len(core) :]
+
+    def _serialise(self, element: Element, ids: Iterator[int]) -> str:
+        number = next(ids)
+        self.elements[number] = element
+        if _untouched(element) or _tag(element) in VOID:
+            return f"<{number}/>"
+        inner = [_escape(element.text)]
+        for child in element:
+            inner.append(self._serialise(child, ids))
+            inner.append(_escape(child.tail))
+        return f"<{number}>{''.join(inner)}</{number}>"
+
+    def has_text(self) -> bool:
+        return bool(_LETTER.search(_inline.unescape_markup(_inline.TAG.sub("", self.masked))))
+
+    def pairs(self) -> dict[int, bool]:
+        return {n: not (_untouched(e) or _tag(e) in VOID) for n, e in self.elements.items()}
+
+    def rebuild(self, translated: str) -> bool:
+        """Put the translation in place; False when a placeholder was lost (its element is appended)."""
+        nodes, missing = _inline.parse(translated, self.pairs())
+        if missing:
+            nodes, trailing = _inline.split_trailing_space(nodes)
+            nodes.extend(_inline.Tag(n, single=True) for n in missing)
+            nodes.append(trailing)
+        for child in self.children:
+            self.parent.remove(child)
+        lead, built = self._build(nodes)
+        if self.owner is None:
+            self.parent.text = lead or None
+        else:
+            self.owner.tail = lead or None
+        index = len(self.parent) if self.following is None else self.parent.index(self.following)
+        for offset, element in enumerate(built):
+            self.parent.insert(index + offset, element)
+        return not missing
+
+    def _build(self, nodes: list[_inline.Node]) -> tuple[str, list[Element]]:
+        def element_for(node: _inline.Tag) -> Element:
+            element = self.elements[node.id]
+            if not node.single:
+                for child in list(element):
+                    element.remove(child)
+            return element
+
+        return _inline.rebuild(nodes, element_for)
+
+
+@dataclass
+class _Collected:
+    runs: list[_Run] = field(default_factory=list)
+    attributes: list[tuple[Element, str]] = field(default_factory=list)
+
+    def visit(self, element: Element) -> None:
+        if _untouched(element):
+            return
+        self.attribute(element)
+        owner: Element | None = None
+        children: list[Element] = []
+        for child in element:
+            if _is_block(child):
+                self.runs.append(_Run(element, owner, children, child))
+                self.visit(child)
+                owner, children = child, []
+            else:
+                children.append(child)
+                self.inline_attributes(child)
+        self.runs.append(_Run(element, owner, children, None))
+
+    def attribute(self, element: Element) -> None:
+        for name in TRANSLATED_ATTRIBUTES:
+            value = element.get(name)
+            if value and _LETTER.search(value):
+                self.attributes.append((element, name))
+
+    def inline_attributes(self, element: Element) -> None:
+        if _untouched(element):
+            return
+        self.attribute(element)
+        for child in element:
+            self.inline_attributes(child)
+
+
+def _encoding(data: bytes) -> tuple[str, bool]:
+    """The encoding of an HTML file and whether it was declared (BOM or ``<meta charset>``)."""
+    for bom, name in (
+        (codecs.BOM_UTF8, "utf-8-sig"),
+        (codecs.BOM_UTF16_LE, "utf-16"),
+        (codecs.BOM_UTF16_BE, "utf-16"),
+    ):
+        if data.startswith(bom):
+            return name, True
+    m = _META_CHARSET.search(data[:8192])
+    if m is not None:
+        try:
+            return codecs.lookup(m.group(1).decode("ascii")).name, True
+        except LookupError:
+            pass
+    return "utf-8", False
+
+
+def _decode(data: bytes, name: str) -> tuple[str, str]:
+    encoding, declared = _encoding(data)
+    try:
+        return data.decode(encoding), encoding
+    except UnicodeDecodeError as exc:
+        if declared:
+            raise DocumentFormatError(
+                f"{name} declares {encoding} but is not valid {encoding} (byte {exc.start}); fix its "
+                "<meta charset> or convert it to UTF-8"
+            ) from exc
+        return data.decode("cp1252", errors="replace"), "cp1252"
+
+
+def _set_language(root: Element, flores: str) -> None:
+    language = get(flores)
+    root.set("lang", language.bcp47)
+    if "xml:lang" in root.attrib:
+        root.set("xml:lang", language.bcp47)
+    if language.rtl:
+        root.set("dir", "rtl")
+    elif root.get("dir", "").lower() == "rtl":
+        root.set("dir", "ltr")
+
+
+class HtmlHandler:
+    name = "html"
+    suffixes: tuple[str, ...] = (".html", ".htm", ".xhtml")
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        if path.suffix.lower() not in self.suffixes or b"<" not in head:
+            return False
+        return text_encoding(head) is not None or _encoding(head)[1]
+
+    def translate(
+        self, source: Path, output: Path, translate: TextTranslator, progress: ProgressCallback | None
+    ) -> DocumentReport:
+        data = source.read_bytes()
+        text, encoding = _decode(data, source.name)
+        declaration = m.group() if (m := _XML_DECLARATION.match(text)) else ""
+        body = text[len(declaration) :]
+        document = bool(_DOCUMENT.search(data[:65536]))
+        try:
+            if document:
+                root = lxml.html.document_fromstring(body)
+            else:
+                root = lxml.html.fragment_fromstring(body, create_parent="div")
+        except (etree.ParserError, ValueError) as exc:
+            raise DocumentFormatError(f"{source.name} cannot be read as HTML: {exc}") from exc
+
+        collected = _Collected()
+        collected.visit(root)
+        ids = _inline.numbering(text)
+        runs = []
+        for run in collected.runs:
+            run.mask(ids)
+            if run.has_text():
+                runs.append(run)
+        texts = [r.masked for r in runs] + [str(e.get(a)) for e, a in collected.attributes]
+        translations = translate(texts) if texts else []
+        lost = sum(not run.rebuild(t) for run, t in zip(runs, translations[: len(runs)], strict=True))
+        for (element, attribute), value in zip(collected.attributes, translations[len(runs) :], strict=True):
+            element.set(attribute, value)
+
+        if document:
+            _set_language(root, translate.target)
+            tree = root.getroottree()
+            doctype = tree.docinfo.doctype if re.search(r"<!doctype", body[:4096], re.I) else ""
+            result = lxml.html.tostring(tree, encoding="unicode", doctype=doctype)
+            if not doctype:
+                result = result.removeprefix("\n")
+        else:
+            result = lxml.html.tostring(root, encoding="unicode")[len("<div>") : -len("</div>")]
+        if text.endswith("\n") and not result.endswith("\n"):
+            result += "\n"
+        result = declaration + result
+        output.write_bytes(result.encode(encoding, errors="xmlcharrefreplace"))
+
+        report = DocumentReport(segments=len(texts), characters=sum(len(t) for t in texts))
+        if lost:
+            report.warnings.append(
+                f"markup_moved: in {lost} text(s) the translation lost an inline element (a link, bold, "
+                "an image); it was put back at the end of its text. Check those places."
+            )
+        report.extracted_text = "\n".join(html.unescape(_inline.TAG.sub("", r.masked)) for r in runs)
+        return report

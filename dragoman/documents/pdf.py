@@ -1,0 +1,68 @@
+"""PDF (PyMuPDF): text translated in place, everything else untouched.
+
+Each text block of each page becomes one text to translate (:mod:`dragoman.documents._pdf_layout`: lines
+joined into a paragraph, the style of the first span, the room the translation may grow into). The
+original text is removed with redaction annotations that fill nothing and leave images and vector graphics
+alone (``PDF_REDACT_IMAGE_NONE``, ``PDF_REDACT_LINE_ART_NONE``), and each translation is laid out into its
+block's box, shrunk until it fits, in the colour, size, weight and family of the block's first span, in
+fonts that have the target script's glyphs (:mod:`dragoman.documents._pdf_fonts`, :mod:`._pdf_text`,
+:mod:`._pdf_document`); right-to-left targets are set right-to-left. Redaction drops the link annotations
+it overlaps: the same link objects are put back, so links keep working. Page sizes and rotation stay; text
+at an angle other than a multiple of 90 degrees is left as it is, with a warning.
+
+The texts go to the translator a group of pages at a time, each group laid out on a worker thread while
+the next is translated (:mod:`dragoman.documents._pdf_pipeline`); progress counts the document's texts.
+
+A page with no text but with images is a scan: it goes through OCR (:mod:`dragoman.documents._pdf_ocr`);
+text that is part of an image (recognised, or an invisible OCR layer) is painted over with the colour
+around it before its translation is written there. A document of scans only, without Tesseract, is an
+:class:`~dragoman.errors.OcrUnavailable` error; scanned pages among text pages are left as they are,
+with a warning. Encrypted PDFs are refused (decrypt first), as are corrupt ones.
+
+Besides the PDF, the translated text is exported as DOCX, ``NAME.<target>.docx`` beside the output
+(``DocumentReport.extra_outputs["docx"]``), never over an existing file. PyMuPDF is imported only when a
+PDF is translated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dragoman.documents.base import DocumentReport, TextTranslator, atomic_output
+from dragoman.languages.catalogue import get
+from dragoman.translation.types import ProgressCallback
+
+
+def export_name(source: Path, output: Path, target: str) -> Path:
+    """Where the DOCX export of a translated PDF goes: ``NAME.<bcp47>.docx`` beside the output."""
+    return output.parent / f"{source.stem}.{get(target).bcp47}.docx"
+
+
+class PdfHandler:
+    name = "pdf"
+    suffixes: tuple[str, ...] = (".pdf",)
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        return b"%PDF-" in head[:1024]
+
+    def translate(
+        self, source: Path, output: Path, translate: TextTranslator, progress: ProgressCallback | None
+    ) -> DocumentReport:
+        from dragoman.documents._pdf_pipeline import PdfJob
+
+        report = PdfJob(source, output, translate).run(progress)
+        paragraphs = [box.translation for box in report.boxes]
+        self.export_docx(paragraphs, export_name(source, output, translate.target), translate.target, report)
+        return report
+
+    @staticmethod
+    def export_docx(paragraphs: list[str], destination: Path, target: str, report: DocumentReport) -> None:
+        """The translated text as DOCX at ``destination``, skipped with a warning if that file exists."""
+        from dragoman.documents.docx import write_docx_export
+
+        if destination.exists():
+            report.warnings.append(f"{destination.name} exists; the DOCX export was not written over it")
+            return
+        with atomic_output(destination) as partial:
+            write_docx_export(paragraphs, partial, rtl=get(target).rtl)
+        report.extra_outputs["docx"] = destination

@@ -1,0 +1,210 @@
+"""Translate a whole file: find its format by content, translate its texts through the engine, write the
+translated file beside it (``NAME.<target>.EXT``) or where asked, atomically, never over the input.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dragoman.documents.base import (
+    DocumentReport,
+    FormatHandler,
+    TextBox,
+    atomic_output,
+    check_size,
+    read_head,
+    unsupported,
+)
+from dragoman.errors import DocumentFormatError, InvalidRequest
+from dragoman.languages.catalogue import get, resolve
+from dragoman.translation.types import GlossaryEntry, ProgressCallback, Provenance
+
+if TYPE_CHECKING:
+    from dragoman.translation.engine import Engine
+
+log = logging.getLogger("dragoman.documents")
+
+FALLBACK_SOURCE = "eng_Latn"
+#: Characters of a document's text that language detection reads when no source is given.
+DETECTION_SAMPLE_CHARS = 4000
+#: Texts per engine pass; each pass reports progress.
+TEXTS_PER_PASS = 256
+
+
+@dataclass(frozen=True)
+class FileTranslation:
+    """The result of translating a file (the MCP tool and the CLI shape their answers from it)."""
+
+    input_path: Path
+    output_path: Path
+    format: str
+    source: str
+    target: str
+    provenance: Provenance
+    seconds: float
+    segments: int
+    characters: int
+    pages: int | None = None
+    warnings: tuple[str, ...] = ()
+    boxes: tuple[TextBox, ...] = ()
+    extracted_text: str | None = None
+    translated_text: str | None = None
+    extra_outputs: dict[str, Path] = field(default_factory=dict)
+
+
+class EngineTextTranslator:
+    """The :class:`~dragoman.documents.base.TextTranslator` a handler gets: engine passes, progress, warnings.
+
+    Without a source language, the first texts handed in are detected once, as one sample: a document is
+    one language far more often than a batch of unrelated strings is.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        target: str,
+        source: str | None,
+        *,
+        tier: str | None = None,
+        glossary: Sequence[GlossaryEntry] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.engine = engine
+        self.target = resolve(target)
+        self.source = resolve(source) if source else None
+        self.tier = tier
+        self.glossary = glossary
+        self.progress = progress
+        self.warnings: list[str] = []
+        self.translated = 0
+
+    def _detect(self, texts: Sequence[str]) -> str:
+        sample = "\n".join(t for t in texts if t.strip())[:DETECTION_SAMPLE_CHARS]
+        if not sample.strip():
+            return FALLBACK_SOURCE
+        found = self.engine.detect(sample)
+        if found.flores is None:
+            self.warnings.append(
+                f"source_uncertain: language detection was uncertain ({found.reason}); "
+                f"assumed {FALLBACK_SOURCE}. Pass source to be sure."
+            )
+            return FALLBACK_SOURCE
+        return found.flores
+
+    def detect_language(self, text: str) -> str | None:
+        """The FLORES code of ``text``, or None when detection is uncertain (OCR picks its language)."""
+        return self.engine.detect(text).flores
+
+    def __call__(self, texts: Sequence[str]) -> list[str]:
+        texts = list(texts)
+        if not any(t.strip() for t in texts):
+            return texts
+        if self.source is None:
+            self.source = self._detect(texts)
+        out: list[str] = []
+        total = len(texts)
+        for start in range(0, total, TEXTS_PER_PASS):
+            chunk = texts[start : start + TEXTS_PER_PASS]
+            results = self.engine.translate_many(chunk, self.target, self.source, self.tier, self.glossary)
+            out.extend(r.translation for r in results)
+            for result in results:
+                self.warnings.extend(w for w in result.warnings if w not in self.warnings)
+            self.translated += len(chunk)
+            if self.progress is not None:
+                self.progress(start + len(chunk), total, "translating")
+        return out
+
+
+def handlers() -> list[FormatHandler]:
+    """Every format handler, most specific first (containers before the text formats)."""
+    from dragoman.documents.handlers import all_handlers
+
+    return all_handlers()
+
+
+def supported_suffixes() -> list[str]:
+    return sorted({s for h in handlers() for s in h.suffixes})
+
+
+def find_handler(path: Path) -> FormatHandler:
+    """The handler for a file, decided by its content; a suffix that claims another format is a 415."""
+    check_size(path)
+    head = read_head(path)
+    known = handlers()
+    matching = [h for h in known if h.sniff(head, path)]
+    suffix = path.suffix.lower()
+    claimed = [h for h in known if suffix in h.suffixes]
+    for handler in matching:
+        if suffix in handler.suffixes:
+            return handler
+    if claimed and matching:
+        raise DocumentFormatError(
+            f"{path.name} is named like {claimed[0].name} but its content is {matching[0].name}; "
+            "rename it or check the file"
+        )
+    if claimed:
+        raise DocumentFormatError(
+            f"{path.name} is named like {claimed[0].name} but its content is not (corrupt, encrypted or "
+            "another format)"
+        )
+    if matching:
+        return matching[0]
+    raise unsupported(path, f"'{suffix or 'no extension'}' content", supported_suffixes())
+
+
+def default_output(path: Path, target: str) -> Path:
+    """``NAME.<target>.EXT`` beside the input, the target as its BCP-47 tag (``report.es.docx``)."""
+    tag = get(resolve(target)).bcp47
+    return path.with_name(f"{path.stem}.{tag}{path.suffix}")
+
+
+def output_path(source: Path, output: str | Path | None, target: str) -> Path:
+    """Where a translation of ``source`` goes: ``output``, else :func:`default_output`; never the input."""
+    out = Path(output).expanduser().absolute() if output is not None else default_output(source, target)
+    if out.resolve() == source.resolve():
+        raise InvalidRequest(f"the output path {out} is the input file; the input is never overwritten")
+    return out
+
+
+def translate_file(
+    engine: Engine,
+    path: str | Path,
+    target: str,
+    *,
+    source: str | None = None,
+    output: str | Path | None = None,
+    overwrite: bool = False,
+    tier: str | None = None,
+    glossary: Sequence[GlossaryEntry] | None = None,
+    progress: ProgressCallback | None = None,
+) -> FileTranslation:
+    """Translate a file into ``target`` and write it out; the input is never modified."""
+    started = time.perf_counter()
+    source_path = Path(path).expanduser().absolute()
+    handler = find_handler(source_path)
+    translator = EngineTextTranslator(engine, target, source, tier=tier, glossary=glossary, progress=progress)
+    out = output_path(source_path, output, target)
+    with atomic_output(out, overwrite=overwrite) as partial:
+        report: DocumentReport = handler.translate(source_path, partial, translator, progress)
+    return FileTranslation(
+        input_path=source_path,
+        output_path=out,
+        format=handler.name,
+        source=translator.source or FALLBACK_SOURCE,
+        target=translator.target,
+        provenance=engine.provenance,
+        seconds=time.perf_counter() - started,
+        segments=report.segments,
+        characters=report.characters,
+        pages=report.pages,
+        warnings=tuple(dict.fromkeys([*translator.warnings, *report.warnings])),
+        boxes=tuple(report.boxes),
+        extracted_text=report.extracted_text,
+        translated_text=report.translated_text,
+        extra_outputs=dict(report.extra_outputs),
+    )

@@ -1,0 +1,148 @@
+"""The plumbing under the MCP tools: the lifespan state, engine calls off the event loop, errors, progress.
+
+Kept apart from :mod:`dragoman.server.mcp.server` so the tools there read as what they are: a signature, one
+engine call, one answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from dragoman.errors import DragomanError
+from dragoman.settings import Settings
+from dragoman.translation.types import ProgressCallback
+
+if TYPE_CHECKING:
+    from dragoman.translation.engine import Engine
+
+log = logging.getLogger("dragoman.server.mcp")
+T = TypeVar("T")
+
+_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+#: Records logged by ``dragoman.*`` during the current tool call, forwarded to the client afterwards.
+_CALL_RECORDS: ContextVar[list[logging.LogRecord] | None] = ContextVar("dragoman_mcp_records", default=None)
+
+
+class ServerState:
+    """What the lifespan holds: settings, the lazily created engine, the client's log level."""
+
+    def __init__(self, settings: Settings, cwd: Path) -> None:
+        self.settings = settings
+        self.cwd = cwd
+        self.client_log_level = "warning"
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+
+    def engine(self) -> Engine:
+        """The engine, created on first use (from a worker thread: importing it loads ctranslate2)."""
+        with self._lock:
+            if self._engine is None:
+                from dragoman.translation.engine import Engine
+
+                self._engine = Engine(self.settings)
+            return self._engine
+
+    def close(self) -> None:
+        with self._lock:
+            if self._engine is not None:
+                self._engine.close()
+                self._engine = None
+
+
+Ctx: TypeAlias = Context[ServerState, Any]
+
+
+class CallLogHandler(logging.Handler):
+    """Collects ``dragoman.*`` records of the tool call that emitted them (context variables follow the
+    call into its worker thread)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        records = _CALL_RECORDS.get()
+        if records is not None:
+            records.append(record)
+
+
+def state_of(ctx: Ctx) -> ServerState:
+    state = ctx.request_context.lifespan_context
+    assert isinstance(state, ServerState)
+    return state
+
+
+def tool_error(exc: DragomanError) -> ToolError:
+    """The SDK's tool error for one of ours: the message an agent acts on, then the error code."""
+    return ToolError(f"{exc.message} [{exc.code}]")
+
+
+def bridge_progress(report: Callable[[float, float | None, str | None], Any]) -> ProgressCallback:
+    """An engine progress callback, called on a worker thread, that forwards to ``report`` on the event
+    loop and raises the cancellation exception once the tool call has been cancelled (so the engine
+    stops between chunks instead of finishing work nobody waits for)."""
+    last = [0.0]
+
+    def progress(done: int, total: int, message: str) -> None:
+        anyio.from_thread.check_cancelled()
+        if done <= last[0]:
+            return  # the protocol wants progress to increase; a second route pass restarts the count
+        last[0] = float(done)
+        try:
+            anyio.from_thread.run(report, float(done), float(total) if total > 0 else None, message)
+        except Exception:  # progress is best effort: a client that went away must not fail the work
+            log.debug("could not send a progress notification", exc_info=True)
+
+    return progress
+
+
+async def forward_logs(ctx: Ctx, records: Sequence[logging.LogRecord]) -> None:
+    """Send the call's log records at or above the client's level through the MCP logging capability."""
+    if not records:
+        return
+    floor = _LOG_LEVELS.index(state_of(ctx).client_log_level)
+    for record in records:
+        level = {"DEBUG": "debug", "INFO": "info", "WARNING": "warning"}.get(record.levelname, "error")
+        if _LOG_LEVELS.index(level) < floor:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await ctx.session.send_log_message(level, record.getMessage(), logger=record.name)
+        except Exception:  # the client went away or refused: logs are best effort
+            log.debug("could not forward a log record to the client", exc_info=True)
+            return
+
+
+async def run_engine(ctx: Ctx, work: Callable[[Engine], T]) -> T:
+    """Run ``work`` with the engine on a worker thread; our errors become tool errors."""
+    state = state_of(ctx)
+    records: list[logging.LogRecord] = []
+    token = _CALL_RECORDS.set(records)
+    try:
+        result = await anyio.to_thread.run_sync(lambda: work(state.engine()))
+    except DragomanError as exc:
+        await forward_logs(ctx, records)
+        raise tool_error(exc) from exc
+    finally:
+        _CALL_RECORDS.reset(token)
+    await forward_logs(ctx, records)
+    return result
+
+
+def answer(model: BaseModel, text: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=model.model_dump(mode="json", by_alias=True),
+    )

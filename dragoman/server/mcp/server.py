@@ -1,0 +1,529 @@
+"""``dragoman mcp``: the MCP stdio tool server over the shared engine (spec 4.5), on the SDK's MCPServer.
+
+Thin by design: each tool validates its input through its signature, runs the engine off the event loop
+(``anyio.to_thread``), and answers a pydantic model as ``structuredContent`` (with ``provenance``) plus a
+short text block. Engine errors become tool errors (``isError``) carrying the engine's message. The engine
+is created on first use, not at start, so ``initialize`` answers at once; packs load once per process.
+
+Stdout belongs to the protocol (see :mod:`dragoman.server.mcp._stdio`): a stray ``print`` in any library
+lands in the log, not the wire.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import anyio
+import anyio.to_thread
+from mcp.server.mcpserver import ListRoots, MCPServer, Resolve
+from mcp_types import CallToolResult, EmptyResult, ListRootsResult, SetLevelRequestParams, ToolAnnotations
+from pydantic import Field
+
+from dragoman import __version__
+from dragoman.errors import DragomanError
+from dragoman.server import paths
+from dragoman.server.mcp._models import (
+    MAX_BATCH,
+    MAX_GLOSSARY,
+    MAX_TERM_CHARS,
+    MAX_TEXT_CHARS,
+    BatchOutput,
+    DetectOutput,
+    FileOutput,
+    FilePath,
+    Glossary,
+    GlossaryEntryInput,
+    GlossaryOutput,
+    GlossaryRow,
+    LanguageRow,
+    LanguagesOutput,
+    OcrBox,
+    OcrOutput,
+    Scope,
+    Source,
+    StatusOutput,
+    Target,
+    Text,
+    Tier,
+    TranslateOutput,
+)
+from dragoman.server.mcp._runtime import (
+    CallLogHandler,
+    Ctx,
+    ServerState,
+    answer,
+    bridge_progress,
+    run_engine,
+    state_of,
+    tool_error,
+)
+from dragoman.settings import Settings
+from dragoman.translation.types import GlossaryEntry, TranslationResult
+
+if TYPE_CHECKING:
+    from dragoman.pipelines.translate_file import FileTranslation
+    from dragoman.translation.engine import Engine
+
+log = logging.getLogger("dragoman.server.mcp")
+
+SERVER_NAME = "dragoman"
+INSTRUCTIONS = (
+    "On-device translation: nothing leaves this machine. Languages are BCP-47 ('es', 'pt-BR') or FLORES-200 "
+    "('spa_Latn') codes; answers use FLORES-200. Omit source to detect it. Use translate_batch for many "
+    f"strings (at most {MAX_BATCH}), list_languages for what is installed, engine_status when something is "
+    "missing: errors name the command that installs a pack."
+)
+
+
+def _with_warnings(text: str, warnings_: Sequence[str]) -> str:
+    return text if not warnings_ else text + "\n\n[warnings] " + " | ".join(warnings_)
+
+
+def _translation(result: TranslationResult) -> TranslateOutput:
+    return TranslateOutput(
+        translation=result.translation,
+        source=result.source,
+        target=result.target,
+        provenance=result.provenance,
+        seconds=round(result.seconds, 6),
+        warnings=list(result.warnings),
+        route=list(result.route),
+        tier=result.tier,
+    )
+
+
+def _entries(glossary: Sequence[GlossaryEntryInput] | None) -> list[GlossaryEntry] | None:
+    if glossary is None:
+        return None
+    return [GlossaryEntry(e.term, e.translation, e.case_sensitive) for e in glossary]
+
+
+def _client_roots(ctx: Ctx) -> ListRoots | None:
+    """Ask for the client's roots only when it declared the capability."""
+    caps = ctx.client_capabilities
+    return ListRoots() if caps is not None and caps.roots is not None else None
+
+
+ClientRoots = Annotated[ListRootsResult | None, Resolve(_client_roots)]
+
+
+def allowed_dirs(state: ServerState, roots: ListRootsResult | None) -> tuple[Path, ...]:
+    client = paths.roots_from_uris(str(r.uri) for r in roots.roots) if roots is not None else None
+    return paths.allowed_roots(client, state.settings.allowed_dirs, state.cwd)
+
+
+# ----- tools ------------------------------------------------------------------------------------------
+async def translate(
+    text: Text, target: Target, ctx: Ctx, source: Source = None, tier: Tier = None, glossary: Glossary = None
+) -> Annotated[CallToolResult, TranslateOutput]:
+    """Translate one text on this device. Returns the translation with source and target as FLORES-200
+    codes, the seconds it took and any warnings (e.g. source_uncertain when detection was unsure)."""
+    entries = _entries(glossary)
+    result = await run_engine(ctx, lambda e: e.translate(text, target, source, tier, entries))
+    out = _translation(result)
+    return answer(out, _with_warnings(out.translation, out.warnings))
+
+
+async def translate_batch(
+    texts: Annotated[
+        list[Text],
+        Field(
+            min_length=1, max_length=MAX_BATCH, description=f"1 to {MAX_BATCH} texts, translated in one pass."
+        ),
+    ],
+    target: Target,
+    ctx: Ctx,
+    source: Source = None,
+    tier: Tier = None,
+    glossary: Glossary = None,
+) -> Annotated[CallToolResult, BatchOutput]:
+    """Translate up to 64 texts in one call (one pack load, one batched pass); results come back in input
+    order. Without source each text is detected on its own. Sends progress when given a progress token."""
+    entries = _entries(glossary)
+    started = time.perf_counter()
+    await ctx.report_progress(0, None, f"translating {len(texts)} texts")
+    progress = bridge_progress(ctx.report_progress)
+    results = await run_engine(
+        ctx, lambda e: e.translate_batch(texts, target, source, tier, entries, progress)
+    )
+    outs = [_translation(r) for r in results]
+    batch = BatchOutput(
+        results=outs, count=len(outs), provenance=results[0].provenance, seconds=time.perf_counter() - started
+    )
+    lines = [_with_warnings(f"[{i}] {o.translation}", o.warnings) for i, o in enumerate(outs)]
+    return answer(batch, "\n".join(lines))
+
+
+async def detect_language(
+    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The text to identify.")],
+    ctx: Ctx,
+) -> Annotated[CallToolResult, DetectOutput]:
+    """Identify the language of a text. flores is null when the answer is uncertain (too short, low
+    confidence, mixed); label still holds the model's best guess."""
+    found, provenance = await run_engine(ctx, lambda e: (e.detect(text), e.provenance))
+    out = DetectOutput(
+        flores=found.flores,
+        bcp47=found.bcp47,
+        name=found.name,
+        confidence=round(min(max(found.confidence, 0.0), 1.0), 4),
+        label=found.label,
+        reason=found.reason,
+        provenance=provenance,
+    )
+    if out.flores is None:
+        text_out = f"uncertain ({out.reason}); best guess {out.label}, confidence {out.confidence:.2f}"
+    else:
+        text_out = f"{out.flores} ({out.bcp47}, {out.name}), confidence {out.confidence:.2f}"
+    return answer(out, text_out)
+
+
+async def list_languages(
+    ctx: Ctx,
+    installed_only: Annotated[
+        bool, Field(description="true: languages the installed packs reach; false: the whole catalogue.")
+    ] = True,
+) -> Annotated[CallToolResult, LanguagesOutput]:
+    """Languages this device translates (or the whole FLORES-200 catalogue): flores, bcp47, name, rtl."""
+    rows, provenance = await run_engine(
+        ctx, lambda e: (e.languages(installed_only=installed_only), e.provenance)
+    )
+    out = LanguagesOutput(
+        languages=[LanguageRow(flores=r.flores, bcp47=r.bcp47, name=r.name, rtl=r.rtl) for r in rows],
+        count=len(rows),
+        installed_only=installed_only,
+        provenance=provenance,
+    )
+    shown = ", ".join(f"{r.bcp47} {r.name}" for r in rows)
+    return answer(
+        out, f"{len(rows)} languages: {shown}" if rows else "no languages installed; see engine_status"
+    )
+
+
+async def engine_status(ctx: Ctx) -> Annotated[CallToolResult, StatusOutput]:
+    """Install state of the engine on this device: platform support, packs (and whether loaded), binary and
+    model paths, Apertium and Tesseract, glossary file, daemon liveness, directories file tools may use."""
+    from dragoman.status import engine_status as status_of
+
+    state = state_of(ctx)
+    status = await run_engine(ctx, status_of)
+    dirs = [str(p) for p in paths.allowed_roots(None, state.settings.allowed_dirs, state.cwd)]
+    out = StatusOutput.model_validate({**status, "allowed_dirs": dirs})
+    packs = ", ".join(f"{p.id}{' (loaded)' if p.loaded else ''}" for p in out.packs) or "none"
+    apertium = out.apertium.get("pairs") or []
+    daemon = "alive" if out.daemon and out.daemon.get("alive") else "not running"
+    text = (
+        f"dragoman {out.version} ({out.provenance}); packs: {packs}; apertium pairs: {len(apertium)}; "
+        f"daemon: {daemon}; packs dir: {out.packs_dir}"
+    )
+    return answer(out, text)
+
+
+def _glossary_output(engine: Engine, source: str | None, target: str | None, **counts: int) -> GlossaryOutput:
+    entries = engine.glossary.list(source=source, target=target)
+    rows = [
+        GlossaryRow(
+            term=e.term,
+            translation=e.translation,
+            caseSensitive=e.case_sensitive,
+            source=e.source,
+            target=e.target,
+        )
+        for e in entries
+    ]
+    return GlossaryOutput(
+        entries=rows,
+        count=len(rows),
+        source=source,
+        target=target,
+        path=str(engine.settings.glossary_path),
+        provenance=engine.provenance,
+        **counts,
+    )
+
+
+def _scope(code: str | None) -> str | None:
+    from dragoman.languages.catalogue import resolve
+
+    return resolve(code) if code is not None else None
+
+
+async def glossary_add(
+    entries: Annotated[
+        list[GlossaryEntryInput],
+        Field(
+            min_length=1, max_length=MAX_GLOSSARY, description=f"1 to {MAX_GLOSSARY} terms to add or replace."
+        ),
+    ],
+    ctx: Ctx,
+    source: Scope = None,
+    target: Scope = None,
+) -> Annotated[CallToolResult, GlossaryOutput]:
+    """Add terms to the user glossary (kept verbatim as their translation in every later translate call of
+    every front door), optionally scoped to a language pair. A term already in that scope is replaced."""
+    new = _entries(entries) or []
+
+    def work(engine: Engine) -> GlossaryOutput:
+        src, tgt = _scope(source), _scope(target)
+        engine.glossary.add(new, source=src, target=tgt)
+        return _glossary_output(engine, src, tgt, added=len(new))
+
+    out = await run_engine(ctx, work)
+    return answer(out, f"added {out.added} term(s); {out.count} in this scope; file {out.path}")
+
+
+async def glossary_list(
+    ctx: Ctx, source: Scope = None, target: Scope = None
+) -> Annotated[CallToolResult, GlossaryOutput]:
+    """List the user glossary, or only the entries that apply to a language pair when source/target given."""
+    out = await run_engine(ctx, lambda e: _glossary_output(e, _scope(source), _scope(target)))
+    shown = "; ".join(f"{r.term} -> {r.translation}" for r in out.entries)
+    return answer(out, f"{out.count} term(s){': ' + shown if shown else ''}")
+
+
+async def glossary_remove(
+    terms: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_TERM_CHARS)]],
+        Field(min_length=1, max_length=MAX_GLOSSARY, description="Terms to remove from the user glossary."),
+    ],
+    ctx: Ctx,
+    source: Scope = None,
+    target: Scope = None,
+) -> Annotated[CallToolResult, GlossaryOutput]:
+    """Remove terms from the user glossary (in the given language-pair scope, or unscoped entries when
+    none is given). Answers how many were removed; removing an absent term is not an error."""
+
+    def work(engine: Engine) -> GlossaryOutput:
+        src, tgt = _scope(source), _scope(target)
+        removed = engine.glossary.remove(terms, source=src, target=tgt)
+        return _glossary_output(engine, src, tgt, removed=removed)
+
+    out = await run_engine(ctx, work)
+    return answer(out, f"removed {out.removed} term(s); {out.count} left in this scope")
+
+
+OutputPath = Annotated[
+    str | None,
+    Field(max_length=4096, description="Where to write; default NAME.<target>.EXT next to the input."),
+]
+Overwrite = Annotated[bool, Field(description="Replace output_path if it exists (never the input).")]
+
+
+def _file_output(result: FileTranslation) -> FileOutput:
+    return FileOutput(
+        input_path=str(result.input_path),
+        output_path=str(result.output_path),
+        format=result.format,
+        source=result.source,
+        target=result.target,
+        segments=result.segments,
+        characters=result.characters,
+        pages=result.pages,
+        extra_outputs={kind: str(path) for kind, path in result.extra_outputs.items()},
+        provenance=result.provenance,
+        seconds=round(result.seconds, 6),
+        warnings=list(result.warnings),
+    )
+
+
+async def translate_file(
+    path: FilePath,
+    target: Target,
+    ctx: Ctx,
+    roots: ClientRoots,
+    source: Source = None,
+    output_path: OutputPath = None,
+    overwrite: Overwrite = False,
+    tier: Tier = None,
+) -> Annotated[CallToolResult, FileOutput]:
+    """Translate a document by path, format preserved, and write it next to the input as
+    NAME.<target>.EXT (or to output_path): DOCX, PPTX, XLSX, PDF (in place; a DOCX export too), PNG/JPEG/TIFF
+    (OCR, translation drawn over the text), TXT, Markdown, HTML, SRT, WebVTT, gettext PO, XLIFF, JSON i18n;
+    up to 200 MB. The type is decided by content. Never overwrites the input, nor an existing file unless
+    overwrite is true."""
+    allowed = allowed_dirs(state_of(ctx), roots)
+    progress = bridge_progress(ctx.report_progress)
+    try:
+        input_path = paths.check_allowed(path, allowed)
+        output = paths.check_allowed(output_path, allowed) if output_path else None
+    except DragomanError as exc:
+        raise tool_error(exc) from exc
+    from dragoman.pipelines import translate_file as files  # imported on first use: start-up stays fast
+
+    out = await run_engine(
+        ctx,
+        lambda e: _file_output(
+            files.translate_file(
+                e,
+                input_path,
+                target,
+                source=source,
+                output=output,
+                overwrite=overwrite,
+                tier=tier,
+                progress=progress,
+            )
+        ),
+    )
+    text = (
+        f"wrote {out.output_path} ({out.format}, {out.characters} characters, {out.source} -> {out.target})"
+    )
+    return answer(out, _with_warnings(text, out.warnings))
+
+
+async def ocr_translate(
+    path: FilePath,
+    target: Target,
+    ctx: Ctx,
+    roots: ClientRoots,
+    source: Source = None,
+    tier: Tier = None,
+    render: Annotated[
+        bool, Field(description="Also write the image with the translation drawn over the original text.")
+    ] = False,
+    output_path: OutputPath = None,
+    overwrite: Overwrite = False,
+) -> Annotated[CallToolResult, OcrOutput]:
+    """Extract the text of an image (PNG, JPEG, TIFF, multi-page TIFF) with OCR on this device, then
+    translate it. Answers the extracted text, its translation and each text box with its translation; with
+    render, also writes the translated image (NAME.<target>.EXT, or output_path)."""
+    allowed = allowed_dirs(state_of(ctx), roots)
+    progress = bridge_progress(ctx.report_progress)
+    try:
+        input_path = paths.check_allowed(path, allowed)
+        output = paths.check_allowed(output_path, allowed) if output_path else None
+    except DragomanError as exc:
+        raise tool_error(exc) from exc
+
+    from dragoman.pipelines.ocr_translate import ocr_translate as run_ocr_translate
+
+    def work(engine: Engine) -> OcrOutput:
+        result = run_ocr_translate(
+            engine,
+            input_path,
+            target,
+            source=source,
+            render=render or output is not None,
+            output=output,
+            overwrite=overwrite,
+            tier=tier,
+            progress=progress,
+        )
+        return OcrOutput(
+            text=result.extracted_text,
+            translation=result.translated_text,
+            source=result.source,
+            target=result.target,
+            pages=result.pages,
+            boxes=[
+                OcrBox(page=b.page, bbox=list(b.bbox), text=b.text, translation=b.translation)
+                for b in result.boxes
+            ],
+            output_path=str(result.output_path) if result.output_path else None,
+            provenance=result.provenance,
+            seconds=round(result.seconds, 6),
+            warnings=list(result.warnings),
+        )
+
+    out = await run_engine(ctx, work)
+    return answer(out, _with_warnings(out.translation, out.warnings))
+
+
+# ----- server ----------------------------------------------------------------------------------------
+def _annotations(
+    title: str, *, read_only: bool, idempotent: bool, destructive: bool = False
+) -> ToolAnnotations:
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=read_only,
+        destructive_hint=None if read_only else destructive,
+        idempotent_hint=idempotent,
+        open_world_hint=False,
+    )
+
+
+TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
+    (translate, _annotations("Translate text", read_only=True, idempotent=True)),
+    (translate_batch, _annotations("Translate many texts", read_only=True, idempotent=True)),
+    (detect_language, _annotations("Detect language", read_only=True, idempotent=True)),
+    (list_languages, _annotations("List languages", read_only=True, idempotent=True)),
+    (engine_status, _annotations("Engine status", read_only=True, idempotent=True)),
+    (glossary_add, _annotations("Add glossary terms", read_only=False, idempotent=True)),
+    (glossary_list, _annotations("List glossary terms", read_only=True, idempotent=True)),
+    (
+        glossary_remove,
+        _annotations("Remove glossary terms", read_only=False, idempotent=True, destructive=True),
+    ),
+    (translate_file, _annotations("Translate a file", read_only=False, idempotent=False, destructive=True)),
+    (
+        ocr_translate,
+        _annotations("OCR and translate an image", read_only=False, idempotent=False, destructive=True),
+    ),
+)
+
+
+def build_server(settings: Settings | None = None, *, cwd: Path | None = None) -> MCPServer[ServerState]:
+    """The MCP server with every tool registered; nothing is loaded until a tool needs the engine."""
+    chosen = settings or Settings.from_env()
+    workdir = (cwd or Path.cwd()).resolve()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
+        state = ServerState(chosen, workdir)
+        handler = CallLogHandler(level=logging.DEBUG)
+        logging.getLogger("dragoman").addHandler(handler)
+        try:
+            yield state
+        finally:
+            logging.getLogger("dragoman").removeHandler(handler)
+            await anyio.to_thread.run_sync(state.close)
+
+    level = logging.getLogger().getEffectiveLevel()
+    sdk_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = (
+        "DEBUG" if level <= logging.DEBUG else "INFO" if level <= logging.INFO else "WARNING"
+    )
+    server: MCPServer[ServerState] = MCPServer(
+        SERVER_NAME,
+        title="dragoman: on-device translation",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        lifespan=lifespan,
+        log_level=sdk_level,
+    )
+    for fn, hints in TOOLS:
+        server.add_tool(
+            fn, title=hints.title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints
+        )
+
+    async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        state = ctx.lifespan_context
+        if isinstance(state, ServerState):
+            state.client_log_level = str(params.level)
+        return EmptyResult()
+
+    # Declares the logging capability (handshake-era clients), so tool calls may forward dragoman's logs.
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+    return server
+
+
+async def serve_stdio(server: MCPServer[ServerState]) -> None:
+    """Serve ``server`` on the real stdin/stdout (see :mod:`dragoman.server.mcp._stdio`) until EOF."""
+    from dragoman.server.mcp._stdio import stdio_streams
+
+    lowlevel = server._lowlevel_server
+    async with stdio_streams() as (read, write):
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+
+def serve(settings: Settings | None = None) -> None:
+    """Serve MCP on stdin/stdout until the client closes the connection."""
+    server = build_server(settings)
+    log.info("dragoman MCP server %s on stdio (pid %d)", __version__, os.getpid())
+    with contextlib.suppress(KeyboardInterrupt):
+        anyio.run(serve_stdio, server)

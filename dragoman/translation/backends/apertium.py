@@ -1,0 +1,374 @@
+"""The Apertium backend: system ``.mode`` pipelines kept warm, one null-flushed block per segment.
+
+A ``.mode`` file is one shell pipeline (``lt-proc ... | apertium-tagger -g $2 ... | ... | lt-proc $1 ...``).
+As apertium-apy does, we run its commands ourselves, each stage with ``-z`` (flush on ``\\0``; vislcg3 and
+a few tools take no ``-z``), ``$1`` as ``-g`` (generation with unknown-word marks) and ``$2`` as nothing.
+The stages are one chain of subprocesses, started once (about 200 ms) and kept running; a call writes
+each segment as a block ending in ``\\0`` and reads one ``\\0``-terminated block back per segment.
+Each block ends in a superblank holding a sequence number (``[17]``), checked on the way back, so that a
+stray ``\\0`` (stages flush one when a stage before them dies) can never shift answers between segments.
+
+We deformat ourselves instead of ``apertium-destxt``: the stream's special characters are escaped with a
+backslash, ``* # ~`` (unknown-word and post-generation marks) and runs of whitespace holding a newline are
+written as superblanks ``[...]``, and every :class:`Protected` span becomes a superblank holding its
+``output``, which the pipeline carries through untouched (the final sequence superblank also matters:
+the analyser drops a last token with no blank after it). The output is reformatted: superblank
+brackets removed, escapes undone, unknown-word marks (``*`` unknown word, ``@`` not in the bilingual
+dictionary, ``#`` form not generated) stripped and the marked words reported (:class:`ApertiumOutput`).
+
+Formatted spans from documents (``<1>big</1>``) travel as word-bound blanks where Apertium has them
+(3.8: ``apertium-wblank-attach``/``-detach`` stages are added as ``apertium-wblank-mode`` adds them), so
+the formatting moves with its words when Apertium reorders them (see ``_apertium_inline``). The process
+chain itself is ``_apertium_pipeline.Pipeline``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dragoman.errors import BackendError, EngineTimeout, InvalidRequest, UnsupportedPair
+from dragoman.languages.catalogue import resolve
+from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
+from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Broken, Pipeline, Stuck, kill_all
+from dragoman.translation.types import Pieces, Protected
+
+log = logging.getLogger("dragoman.translation.apertium")
+
+DEFAULT_TIMEOUT = 30.0
+#: Tools that take no ``-z`` (apertium-apy's list); everything else in a mode gets it.
+_NO_NULL_FLUSH = re.compile(r"(vislcg3|cg-mwesplit|hfst-tokeni[sz]e|divvun-suggest|apertium-wblank-\w+)$")
+# Apertium 3.8's word-bound blank stages, placed as `apertium-wblank-mode` places them: attach after the
+# analyser, detach before the generator. With them, formatted words keep their formatting when reordered.
+WBLANK_ATTACH, WBLANK_DETACH = "apertium-wblank-attach", "apertium-wblank-detach"
+_GENERATOR = "\x00generator\x00"
+# Deformatting: a whitespace run holding a line break, a run of mark characters, or one escaped character.
+_SPECIAL = re.compile(r"[\\\[\]^$/@<>{}]")
+_DEFORMAT = re.compile(r"(\s*[\n\r\x0b\x0c\x85\u2028\u2029]\s*)|([*#~]+)|([\\\[\]^$/@<>{}])")
+# Reformatting: an escape, a superblank, a mark, or a run of plain text.
+_REFORMAT = re.compile(r"\\(.)|\[((?:[^\]\\]|\\.)*)\]|([*#@])|([^\\\[*#@]+)|(.)", re.S)
+_UNESCAPE = re.compile(r"\\(.)", re.S)
+_WORD = re.compile(r"[\w'’·-]+")
+_SPACES = re.compile(r"  +")
+_MODE_NAME = re.compile(r"([^-_@]+)-([^-_@]+)(?:[_@](.+))?")
+
+
+@dataclass(frozen=True)
+class ApertiumMode:
+    """One installed translation direction: ``eng-spa.mode`` or a variant such as ``es-pt_BR.mode``."""
+
+    name: str  # the file's stem: "eng-spa", "es-pt_BR"
+    source: str  # FLORES code
+    target: str  # FLORES code
+    variant: str | None  # "BR", "valencia_uni"; None for the base mode, the pair's default
+    path: Path
+
+    @property
+    def pack_id(self) -> str:
+        return f"apertium-{self.name}"
+
+
+@dataclass(frozen=True)
+class ApertiumOutput:
+    """One translated segment: clean text, and the words Apertium left untranslated (marks stripped)."""
+
+    text: str
+    unknown_words: tuple[str, ...] = ()
+
+
+def parse_mode_name(stem: str) -> tuple[str, str, str | None] | None:
+    """``"eng-cat_valencia"`` -> ``("eng_Latn", "cat_Latn", "valencia")``; None when it is no pair."""
+    m = _MODE_NAME.fullmatch(stem)
+    if m is None:
+        return None
+    try:
+        source, target = resolve(m.group(1)), resolve(m.group(2))
+    except InvalidRequest:
+        return None
+    return None if source == target else (source, target, m.group(3))
+
+
+def discover_modes(dirs: Sequence[Path]) -> list[ApertiumMode]:
+    """Every ``.mode`` file in ``dirs`` whose name is ``SRC-TGT[_variant]`` with known languages.
+
+    A name found in several directories is taken from the first. Sorted by pair, base mode first.
+    """
+    found: dict[str, ApertiumMode] = {}
+    for directory in dirs:
+        try:
+            paths = sorted(p for p in directory.glob("*.mode") if p.is_file())
+        except OSError as exc:
+            log.debug("cannot list Apertium modes in %s: %s", directory, exc)
+            continue
+        for path in paths:
+            if path.stem in found:
+                log.debug("Apertium mode %s: %s is shadowed by %s", path.stem, path, found[path.stem].path)
+                continue
+            parsed = parse_mode_name(path.stem)
+            if parsed is None:
+                log.debug(
+                    "skipping Apertium mode %s: its name is not SRC-TGT[_variant] of known languages", path
+                )
+                continue
+            found[path.stem] = ApertiumMode(path.stem, parsed[0], parsed[1], parsed[2], path)
+    return sorted(
+        found.values(), key=lambda m: (m.source, m.target, m.variant is not None, m.variant or "", m.name)
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def apertium_version() -> str | None:
+    """The installed Apertium version (dpkg's, else lttoolbox's ``lt-proc -v``); None when absent."""
+    for cmd in (["dpkg-query", "-W", "-f=${Version}", "apertium"], ["lt-proc", "-v"]):
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        out = (done.stdout or done.stderr).strip()
+        if done.returncode == 0 and out:
+            return out.splitlines()[0].removeprefix("lt-proc ")
+    return None
+
+
+def mode_commands(path: Path) -> list[list[str]]:
+    """The stages of a ``.mode`` file as argument lists, ready to run with null flush."""
+    commands: list[list[str]] = [[]]
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+        lexer = shlex.shlex(
+            text.replace("$1", _GENERATOR).replace("$2", ""), posix=True, punctuation_chars="|"
+        )
+        lexer.whitespace_split = True
+        for token in lexer:
+            if token == "|":
+                commands.append([])
+            else:
+                commands[-1].append(token)
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and shlex's unbalanced quotes are ValueErrors
+        raise BackendError(
+            f"cannot read the Apertium pipeline in {path} ({exc}); reinstall the pair"
+        ) from exc
+    if not all(commands):
+        raise BackendError(f"Apertium mode file {path} holds an empty pipeline stage; reinstall the pair")
+    generator = next((i for i, argv in enumerate(commands) if _GENERATOR in argv), None)
+    commands = [["-g" if arg == _GENERATOR else arg for arg in argv] for argv in commands]
+    if (
+        generator is not None
+        and generator > 0
+        and shutil.which(WBLANK_ATTACH) is not None
+        and shutil.which(WBLANK_DETACH) is not None
+    ):
+        commands = [
+            commands[0],
+            [WBLANK_ATTACH],
+            *commands[1:generator],
+            [WBLANK_DETACH],
+            *commands[generator:],
+        ]
+    return [_null_flushed(argv) for argv in commands]
+
+
+def _null_flushed(argv: list[str]) -> list[str]:
+    if "-z" in argv or _NO_NULL_FLUSH.search(os.path.basename(argv[0])):
+        return argv
+    return [argv[0], "-z", *argv[1:]]
+
+
+def _superblank(text: str) -> str:
+    return "[" + _SPECIAL.sub(lambda m: "\\" + m.group(0), text) + "]"
+
+
+def _deformat_text(text: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        return "\\" + m.group(3) if m.group(3) else _superblank(m.group(0))
+
+    return _DEFORMAT.sub(one, text)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A segment split into its outer whitespace and the block to send (None: nothing to translate)."""
+
+    lead: str
+    trail: str
+    block: bytes | None  # the deformatted core, without its end marker
+    fixed: str  # the core as it stands, used when there is nothing to translate
+    collapse_spaces: bool  # the source has no double spaces, so dropped words' blanks may be merged
+
+
+def _prepare(pieces: Pieces) -> _Prepared:
+    items: list[str | Protected] = []
+    for piece in pieces:
+        piece = piece.replace("\0", "") if isinstance(piece, str) else piece
+        if isinstance(piece, str) and items and isinstance(items[-1], str):
+            items[-1] += piece
+        elif (piece.output if isinstance(piece, Protected) else piece) != "":  # empty spans add nothing
+            items.append(piece)
+    lead = trail = ""
+    if items and isinstance(items[0], str):
+        stripped = items[0].lstrip()
+        lead, items[0] = items[0][: len(items[0]) - len(stripped)], stripped
+    if items and isinstance(items[-1], str):
+        stripped = items[-1].rstrip()
+        trail, items[-1] = items[-1][len(stripped) :], stripped
+    items = [p for p in items if p != ""]
+    fixed = "".join(p.output if isinstance(p, Protected) else p for p in items)
+    plain = "".join(p for p in items if isinstance(p, str))
+    if not plain.strip():
+        return _Prepared(lead, trail, None, fixed, False)
+    body = "".join(
+        _superblank(p.output.replace("\0", "")) if isinstance(p, Protected) else _deformat_text(p)
+        for p in items
+    )
+    block = body.encode("utf-8", "replace")
+    return _Prepared(lead, trail, block, fixed, not any("  " in p for p in items if isinstance(p, str)))
+
+
+def reformat(raw: str, *, collapse_spaces: bool = False) -> ApertiumOutput:
+    """Apertium stream text -> clean text and the words that carried an unknown-word mark."""
+    parts: list[str] = []  # plain text and superblank contents, alternating (plain first and last)
+    plain: list[str] = []
+    unknown: list[str] = []
+    marked = False
+    for m in _REFORMAT.finditer(raw):
+        escaped, blank, mark, text, other = m.groups()
+        if marked and text is not None and (word := _WORD.match(text)):
+            unknown.append(word.group(0))
+        marked = mark is not None
+        if blank:
+            parts += ["".join(plain), _UNESCAPE.sub(r"\1", blank)]
+            plain.clear()
+        elif blank is None and mark is None:
+            plain.append(escaped or text or other or "")
+    parts.append("".join(plain))
+    if collapse_spaces:
+        parts[::2] = [_SPACES.sub(" ", p) for p in parts[::2]]
+    parts[0] = parts[0].lstrip()
+    parts[-1] = parts[-1].rstrip()
+    return ApertiumOutput("".join(parts), tuple(unknown))
+
+
+class ApertiumBackend:
+    """One Apertium mode behind a warm pipeline; one request at a time, restarted when it dies."""
+
+    def __init__(self, mode: ApertiumMode, *, timeout: float = DEFAULT_TIMEOUT, start: bool = True) -> None:
+        self.mode = mode
+        self.pack_id = mode.pack_id
+        self.timeout = timeout
+        self._commands = mode_commands(mode.path)
+        self._lock = threading.Lock()
+        self._holder: list[Pipeline] = []  # the running pipeline, if any
+        self._closed = False
+        self._local = threading.local()
+        self._finalizer = weakref.finalize(self, kill_all, self._holder)
+        if start:
+            with self._lock:
+                self._pipeline()
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """Process ids of the running stages (empty when none runs)."""
+        return self._holder[0].pids if self._holder else ()
+
+    @property
+    def last_unknown_words(self) -> int:
+        """How many unknown words the calling thread's last call left untranslated."""
+        return int(getattr(self._local, "unknown", 0))
+
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> list[str]:
+        return [out.text for out in self.translate_batch_detailed(batch, source, target)]
+
+    def translate_batch_detailed(
+        self, batch: Sequence[Pieces], source: str, target: str
+    ) -> list[ApertiumOutput]:
+        """Translate each segment through the one running pipeline; marks stripped, unknown words listed."""
+        if (source, target) != (self.mode.source, self.mode.target):
+            raise UnsupportedPair(
+                f"pack {self.pack_id} translates {self.mode.source}->{self.mode.target}, "
+                f"not {source}->{target}; route the request through a pack for that pair"
+            )
+        prepared = [_prepare(pieces) for pieces in batch]
+        todo = [(p, p.block) for p in prepared if p.block is not None]
+        # Formatted spans (<n>...</n>) go as word-bound blanks, which move with their words; a segment
+        # whose span comes back split or lost is translated again with the tags as superblanks.
+        wordbound = any(argv[0] == WBLANK_ATTACH for argv in self._commands)
+        bound = [bind_words(block.decode("utf-8")) if wordbound else ("", ()) for _, block in todo]
+        sent = [
+            body.encode("utf-8") if ids else block
+            for (_, block), (body, ids) in zip(todo, bound, strict=True)
+        ]
+        texts: dict[int, ApertiumOutput] = {}
+        retry: list[int] = []
+        for i, ((prep, _), (_, ids), answer) in enumerate(zip(todo, bound, self._run(sent), strict=True)):
+            decoded = answer.decode("utf-8", "replace")
+            out = reformat(unbind_words(decoded) if ids else decoded, collapse_spaces=prep.collapse_spaces)
+            if ids:
+                out = ApertiumOutput(close_tags(out.text), out.unknown_words)
+                if not spans_whole(out.text, ids):
+                    retry.append(i)
+                    continue
+            texts[i] = out
+        for i, answer in zip(retry, self._run([todo[i][1] for i in retry]) if retry else [], strict=True):
+            texts[i] = reformat(answer.decode("utf-8", "replace"), collapse_spaces=todo[i][0].collapse_spaces)
+        done = iter(texts[i] for i in range(len(todo)))
+        outputs: list[ApertiumOutput] = []
+        for prep in prepared:
+            out = next(done) if prep.block is not None else ApertiumOutput(prep.fixed)
+            outputs.append(ApertiumOutput(prep.lead + out.text + prep.trail, out.unknown_words))
+        self._local.unknown = sum(len(o.unknown_words) for o in outputs)
+        return outputs
+
+    def _pipeline(self) -> Pipeline:
+        if self._holder and self._holder[0].alive():
+            return self._holder[0]
+        if self._holder:
+            log.warning("Apertium %s: a stage died (%s); restarting", self.pack_id, self._holder[0].failure())
+            self._holder.pop().kill()
+        log.debug("starting Apertium pipeline %s from %s", self.pack_id, self.mode.path)
+        self._holder.append(Pipeline(self._commands, self.mode.name))
+        return self._holder[0]
+
+    def _run(self, blocks: list[bytes]) -> list[bytes]:
+        if not blocks:
+            return []
+        with self._lock:
+            if self._closed:
+                raise BackendError(f"Apertium backend {self.pack_id} is closed; load the pack again")
+            problem = ""
+            for _attempt in range(2):
+                pipe = self._pipeline()
+                try:
+                    return pipe.exchange(blocks, self.timeout)
+                except Stuck:
+                    self._holder.clear()
+                    pipe.kill()
+                    raise EngineTimeout(
+                        f"Apertium {self.pack_id} returned nothing for {self.timeout:g} s; its pipeline was "
+                        "killed and restarts on the next call; retry with shorter segments"
+                    ) from None
+                except Broken as exc:
+                    self._holder.clear()
+                    problem = f"{exc}: {pipe.failure()}"
+                    log.warning("Apertium %s failed (%s); restarting", self.pack_id, problem)
+            raise BackendError(
+                f"Apertium pipeline {self.pack_id} failed twice ({problem}); check that `apertium "
+                f"{self.mode.name}` works in a shell, or {INSTALL_HINT}"
+            )
+
+    def close(self) -> None:
+        """Stop the pipeline's processes; later calls raise BackendError."""
+        with self._lock:
+            self._closed = True
+            while self._holder:
+                self._holder.pop().close()
+        self._finalizer.detach()

@@ -1,0 +1,352 @@
+"""The engine every front door shares: resolve, detect, segment, protect, route, translate, guard.
+
+One :class:`Engine` per process. It loads each pack once (see ``pack_cache``), is safe to
+call from many threads, and stamps every result with its provenance ('on-device' locally, 'server' when
+hosted). A batch makes one pass per route over its deduplicated, length-sorted segments.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dragoman.errors import InvalidRequest, LimitExceeded, UnsupportedPair
+from dragoman.languages.catalogue import all_languages, get, resolve
+from dragoman.languages.detection import Detector
+from dragoman.settings import TIERS, Settings
+from dragoman.translation import guards
+from dragoman.translation.glossary import GlossaryStore, validate_entries
+from dragoman.translation.pack_cache import PackRegistry
+from dragoman.translation.protection import protect
+from dragoman.translation.routing import reachable_pairs
+from dragoman.translation.segmentation import Segmented, segment
+from dragoman.translation.types import (
+    Detection,
+    GlossaryEntry,
+    Language,
+    Pieces,
+    ProgressCallback,
+    Protected,
+    Provenance,
+    Route,
+    Tier,
+    TranslationResult,
+)
+
+log = logging.getLogger("dragoman.translation")
+
+MAX_BATCH = 64
+MAX_TEXT_CHARS = 1_000_000  # spec 8: 1 MB of text per translate body
+FALLBACK_SOURCE = "eng_Latn"
+#: Segments per backend call: big enough to batch well, small enough for progress and cancellation.
+CHUNK_SEGMENTS = 256
+
+
+@dataclass
+class _Group:
+    """The texts of one batch that share a source language, on their way through one route."""
+
+    source: str
+    indexes: list[int] = field(default_factory=list)
+    layouts: list[list[Segmented]] = field(default_factory=list)
+    warnings: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _pieces_text(pieces: Pieces) -> str:
+    return "".join(p.source if isinstance(p, Protected) else p for p in pieces)
+
+
+def _reprotect(text: str, spans: Sequence[Protected]) -> Pieces:
+    """Mark the required outputs of ``spans`` in an intermediate translation, for the next hop."""
+    outputs = sorted({s.output for s in spans if s.output}, key=len, reverse=True)
+    pieces: list[str | Protected] = []
+    rest = text
+    while rest:
+        hits = [(rest.find(o), o) for o in outputs if o in rest]
+        if not hits:
+            pieces.append(rest)
+            break
+        at, out = min(hits, key=lambda h: (h[0], -len(h[1])))
+        if at:
+            pieces.append(rest[:at])
+        pieces.append(Protected(out, out))
+        rest = rest[at + len(out) :]
+    return tuple(pieces)
+
+
+class Engine:
+    """Translation on this device. Thread-safe; create one per process and share it."""
+
+    def __init__(self, settings: Settings | None = None, *, provenance: Provenance = "on-device") -> None:
+        self.settings = settings or Settings.from_env()
+        self.provenance: Provenance = provenance
+        self.registry = PackRegistry(self.settings)
+        self.detector = Detector(self.settings.detection_model)
+        self.glossary = GlossaryStore(self.settings.glossary_path)
+        self.started = time.time()
+
+    # ----- languages -----------------------------------------------------------------------------
+    def installed_pairs(self) -> set[tuple[str, str]]:
+        return reachable_pairs(self.registry.edges())
+
+    def languages(self, *, installed_only: bool = True) -> list[Language]:
+        """Languages the installed packs reach (as source or target), or the whole catalogue."""
+        if not installed_only:
+            return list(all_languages())
+        codes = {code for pair in self.installed_pairs() for code in pair}
+        return [lang for lang in all_languages() if lang.flores in codes]
+
+    def detect(self, text: str) -> Detection:
+        return self.detector.detect(text)
+
+    # ----- translation ---------------------------------------------------------------------------
+    def translate(
+        self,
+        text: str,
+        target: str,
+        source: str | None = None,
+        tier: str | None = None,
+        glossary: Sequence[GlossaryEntry] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> TranslationResult:
+        return self.translate_batch([text], target, source, tier, glossary, progress)[0]
+
+    def translate_batch(
+        self,
+        texts: Sequence[str],
+        target: str,
+        source: str | None = None,
+        tier: str | None = None,
+        glossary: Sequence[GlossaryEntry] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> list[TranslationResult]:
+        """Translate up to ``MAX_BATCH`` texts; results come back in input order.
+
+        Without ``source`` each text is detected on its own (a batch may mix languages). Without
+        ``glossary`` the user's glossary file applies; an empty list means no glossary at all.
+        """
+        if not isinstance(texts, str) and len(texts) > MAX_BATCH:  # the type is checked by translate_many
+            raise LimitExceeded(f"a batch holds at most {MAX_BATCH} texts; got {len(texts)}: split it")
+        return self.translate_many(texts, target, source, tier, glossary, progress)
+
+    def translate_many(
+        self,
+        texts: Sequence[str],
+        target: str,
+        source: str | None = None,
+        tier: str | None = None,
+        glossary: Sequence[GlossaryEntry] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> list[TranslationResult]:
+        """:meth:`translate_batch` without the batch cap, for documents: still one pass per route."""
+        started = time.perf_counter()
+        chosen_tier = self._tier(tier)
+        self._check_texts(texts)
+        target_code = resolve(target)
+        source_code = resolve(source) if source is not None else None
+        entries = validate_entries(glossary) if glossary is not None else None
+        groups, detections = self._group_by_source(texts, source_code)
+        outputs: list[str] = list(texts)
+        warnings: dict[int, list[str]] = {i: [] for i in range(len(texts))}
+        routes: dict[int, Route | None] = {}
+        for group in groups.values():
+            for i, note in group.warnings.items():
+                warnings[i].extend(note)
+            applied = self._glossary_for(group.source, target_code, entries)
+            route, group_warnings = self._translate_group(
+                group, texts, target_code, chosen_tier, applied, outputs, progress
+            )
+            for i in group.indexes:
+                warnings[i].extend(group_warnings.get(i, []))
+                routes[i] = route
+        seconds = time.perf_counter() - started
+        sources = {i: g.source for g in groups.values() for i in g.indexes}
+        results = []
+        for i in range(len(texts)):
+            src = sources[i]
+            route = routes.get(i)
+            results.append(
+                TranslationResult(
+                    translation=outputs[i],
+                    source=src,
+                    target=target_code,
+                    provenance=self.provenance,
+                    seconds=seconds,
+                    warnings=tuple(dict.fromkeys(warnings[i])),
+                    route=tuple(route.describe()) if route else (),
+                    tier=chosen_tier,
+                    detected=detections.get(i),
+                )
+            )
+        return results
+
+    # ----- steps ---------------------------------------------------------------------------------
+    def _tier(self, tier: str | None) -> Tier:
+        chosen = tier or self.settings.default_tier
+        if chosen == "best":
+            return "best"
+        if chosen == "fast":
+            return "fast"
+        raise InvalidRequest(f"tier must be one of {', '.join(TIERS)}, got {chosen!r}")
+
+    @staticmethod
+    def _check_texts(texts: Sequence[str]) -> None:
+        if isinstance(texts, str):
+            raise InvalidRequest("texts must be a list of strings, not one string")
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InvalidRequest(f"texts[{i}] must be a string, got {type(text).__name__}")
+            if len(text) > MAX_TEXT_CHARS:
+                raise LimitExceeded(
+                    f"texts[{i}] has {len(text)} characters; at most {MAX_TEXT_CHARS} per text: split it"
+                )
+
+    def _group_by_source(
+        self, texts: Sequence[str], source: str | None
+    ) -> tuple[dict[str, _Group], dict[int, Detection]]:
+        groups: dict[str, _Group] = {}
+        detections: dict[int, Detection] = {}
+        if source is not None:
+            groups[source] = _Group(source, list(range(len(texts))))
+            return groups, detections
+        need = [i for i, t in enumerate(texts) if t.strip()]
+        found = self.detector.detect_many([texts[i] for i in need]) if need else []
+        detections.update(zip(need, found, strict=True))
+        for i in range(len(texts)):
+            detection = detections.get(i)
+            code = detection.flores if detection is not None else None
+            group = groups.setdefault(code or FALLBACK_SOURCE, _Group(code or FALLBACK_SOURCE))
+            group.indexes.append(i)
+            if code is None and texts[i].strip():
+                reason = detection.reason if detection is not None else "empty"
+                group.warnings.setdefault(i, []).append(
+                    f"source_uncertain: language detection was uncertain ({reason}); "
+                    f"assumed {FALLBACK_SOURCE}. "
+                    "Pass source to be sure."
+                )
+        return groups, detections
+
+    def _glossary_for(
+        self, source: str, target: str, entries: tuple[GlossaryEntry, ...] | None
+    ) -> tuple[GlossaryEntry, ...]:
+        if entries is None:
+            return self.glossary.for_pair(source, target)
+        return tuple(e for e in entries if e.applies_to(source, target))
+
+    def route(self, source: str, target: str, tier: Tier = "best") -> Route:
+        routes = self.registry.routes(source, target, tier)
+        if routes:
+            return routes[0]
+        pairs = sorted(self.installed_pairs())
+        shown = ", ".join(f"{s}->{t}" for s, t in pairs[:30]) or "none"
+        more = f" (and {len(pairs) - 30} more)" if len(pairs) > 30 else ""
+        raise UnsupportedPair(
+            f"no installed pack translates {source}->{target}, directly or through a pivot; "
+            f"installed pairs: {shown}{more}. Install one with `dragoman packs install "
+            f"{get(source).bcp47}->{get(target).bcp47}` (Argos index), or a multilingual pack "
+            "(NLLB-200) with `dragoman packs install PATH_OR_URL`; "
+            "`dragoman packs available` lists the index."
+        )
+
+    def _translate_group(
+        self,
+        group: _Group,
+        texts: Sequence[str],
+        target: str,
+        tier: Tier,
+        glossary: tuple[GlossaryEntry, ...],
+        outputs: list[str],
+        progress: ProgressCallback | None,
+    ) -> tuple[Route | None, dict[int, list[str]]]:
+        notes: dict[int, list[str]] = {}
+        if group.source == target:
+            for i in group.indexes:
+                if texts[i].strip():
+                    notes[i] = [
+                        f"same_language: source and target are both {target}; text returned unchanged"
+                    ]
+            return None, notes
+        layouts = {i: segment(texts[i]) for i in group.indexes}
+        if not any(layout.sentences for layout in layouts.values()):
+            return None, notes  # nothing but whitespace: returned as it came
+        route = self.route(group.source, target, tier)
+        protected = {i: [protect(s, glossary) for s in layout.sentences] for i, layout in layouts.items()}
+        unique = dict.fromkeys(pieces for segments in protected.values() for pieces in segments)
+        ordered = sorted(unique, key=lambda p: len(_pieces_text(p)))
+        translated, run_notes = self._run_route(route, ordered, progress)
+        if tier == "fast":
+            translated, guard_notes = self._guard(route, ordered, translated, group.source, target)
+            run_notes.extend(guard_notes)
+        by_pieces = dict(zip(ordered, translated, strict=True))
+        for i, layout in layouts.items():
+            outputs[i] = layout.rebuild([by_pieces[pieces] for pieces in protected[i]])
+            notes[i] = list(run_notes)
+        return route, notes
+
+    def _run_route(
+        self, route: Route, batch: list[Pieces], progress: ProgressCallback | None
+    ) -> tuple[list[str], list[str]]:
+        """Send ``batch`` through every hop of ``route``; spans are re-marked between hops."""
+        notes: list[str] = []
+        current: list[Pieces] = batch
+        total = len(batch) * len(route.hops)
+        done = 0
+        out: list[str] = []
+        for hop in route.hops:
+            backend = self.registry.backend(hop.pack_id)
+            out = []
+            unknown = 0
+            for start in range(0, len(current), CHUNK_SEGMENTS):
+                chunk = current[start : start + CHUNK_SEGMENTS]
+                out.extend(backend.translate_batch(chunk, hop.source, hop.target))
+                # Apertium counts the words it left untranslated (per calling thread); others have none.
+                unknown += int(getattr(backend, "last_unknown_words", 0))
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total, f"{hop.pack_id}: {hop.source}->{hop.target}")
+            if unknown:
+                notes.append(
+                    f"unknown_words: {hop.pack_id} left {unknown} word(s) it does not know untranslated"
+                )
+            spans = [[p for p in pieces if isinstance(p, Protected)] for pieces in batch]
+            current = [_reprotect(text, s) if s else (text,) for text, s in zip(out, spans, strict=True)]
+        return out, notes
+
+    def _guard(
+        self, route: Route, batch: list[Pieces], translated: list[str], source: str, target: str
+    ) -> tuple[list[str], list[str]]:
+        """Check each segment; send those that trip a guard through the best route."""
+        tripped: dict[int, list[str]] = {}
+        for i, (pieces, output) in enumerate(zip(batch, translated, strict=True)):
+            names = guards.check(pieces, output, target=target, detect=self.detector.detect)
+            if names:
+                tripped[i] = names
+        if not tripped:
+            return translated, []
+        names = sorted({n for found in tripped.values() for n in found})
+        best = self.route(source, target, "best")
+        if best == route:
+            return translated, [
+                f"guard: {', '.join(names)} tripped on {len(tripped)} segment(s); "
+                "no better route is installed, result kept"
+            ]
+        retried, _ = self._run_route(best, [batch[i] for i in tripped], None)
+        fixed = list(translated)
+        for i, text in zip(tripped, retried, strict=True):
+            fixed[i] = text
+        return fixed, [
+            f"guard: {', '.join(names)} tripped on {len(tripped)} segment(s); retried on the best route "
+            f"({' > '.join(best.describe())})"
+        ]
+
+    # ----- lifecycle -----------------------------------------------------------------------------
+    def close(self) -> None:
+        self.registry.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

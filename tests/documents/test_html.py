@@ -1,0 +1,183 @@
+"""HTML: block texts translated as sentences with their inline elements; code, scripts, attributes kept."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import lxml.html  # type: ignore[import-untyped]
+import pytest
+from support import UpperTranslator, needs_apertium
+
+from dragoman.documents.html import HtmlHandler
+from dragoman.errors import DocumentFormatError
+from dragoman.pipelines import translate_file as files
+from dragoman.settings import Settings
+from dragoman.translation.engine import Engine
+
+PROTECTED = re.compile(r"<[^<>]*>|&\w+;")
+
+
+class Upper(UpperTranslator):
+    protected = PROTECTED
+
+
+class MovesFirstPair(Upper):
+    """Moves the first placeholder pair (with its text) to the end, as word order changes do."""
+
+    def one(self, text: str) -> str:
+        m = re.search(r"<(\d+)>[^<]*</\1>", text)
+        if m is not None:
+            text = text[: m.start()] + text[m.end() :].rstrip(".") + " " + m.group() + "."
+        return super().one(text)
+
+
+class DropsTags(Upper):
+    def one(self, text: str) -> str:
+        return super().one(re.sub(r"</?\d+/?>", "", text))
+
+
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>The house page</title>
+  <style>p { color: red; }</style>
+</head>
+<body>
+  <h1 class="big">Welcome to the <em>red</em> house</h1>
+  <p>Click <a href="/about.html" title="About us">here</a> to read
+     more about <b>the <i>big</i> garden</b> &amp; the dogs.<br>New line<img src="x.png" alt="A red door"></p>
+  <div>Loose text <p>inner para</p> tail text <span>span</span></div>
+  <pre>keep   this</pre>
+  <p>Run <code>make install</code> now. <span translate="no">BrandName</span></p>
+  <input placeholder="Your name" value="keep" aria-label="Name field">
+  <script>var s = "<b>do not touch</b>";</script>
+  <!-- a comment -->
+</body>
+</html>
+"""
+
+
+def run(
+    tmp_path: Path, text: str | bytes, translator: Upper, name: str = "page.html"
+) -> tuple[bytes, list[str]]:
+    source = tmp_path / name
+    source.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    output = tmp_path / f"out{source.suffix}"
+    report = HtmlHandler().translate(source, output, translator, None)
+    return output.read_bytes(), report.warnings
+
+
+def tags(markup: str) -> Counter[str]:
+    root = lxml.html.document_fromstring(markup)
+    return Counter(str(e.tag) for e in root.iter() if isinstance(e.tag, str))
+
+
+def test_structure_and_untouched_parts(tmp_path: Path) -> None:
+    data, warnings = run(tmp_path, PAGE, Upper())
+    out = data.decode("utf-8")
+    assert warnings == []
+    assert out.startswith('<!DOCTYPE html>\n<html lang="es">')
+    assert tags(out) == tags(PAGE)
+    for kept in (
+        '<meta charset="utf-8">',
+        "<style>p { color: red; }</style>",
+        "<pre>keep   this</pre>",
+        "<code>make install</code>",
+        '<span translate="no">BrandName</span>',
+        '<script>var s = "<b>do not touch</b>";</script>',
+        "<!-- a comment -->",
+        'href="/about.html"',
+        'src="x.png"',
+        'value="keep"',
+        'class="big"',
+    ):
+        assert kept in out, kept
+    assert out.endswith("</html>\n")
+
+
+def test_texts_and_chosen_attributes_translated(tmp_path: Path) -> None:
+    data, _ = run(tmp_path, PAGE, Upper())
+    out = data.decode("utf-8")
+    assert "<title>THE HOUSE PAGE</title>" in out
+    assert '<h1 class="big">WELCOME TO THE <em>RED</em> HOUSE</h1>' in out
+    assert (
+        '<p>CLICK <a href="/about.html" title="ABOUT US">HERE</a> TO READ MORE ABOUT '
+        '<b>THE <i>BIG</i> GARDEN</b> &amp; THE DOGS.<br>NEW LINE<img src="x.png" alt="A RED DOOR"></p>'
+    ) in out
+    assert "<div>LOOSE TEXT <p>INNER PARA</p> TAIL TEXT <span>SPAN</span></div>" in out
+    assert "<p>RUN <code>make install</code> NOW. " in out
+    assert 'placeholder="YOUR NAME"' in out and 'aria-label="NAME FIELD"' in out
+
+
+def test_one_call_with_whole_sentences(tmp_path: Path) -> None:
+    fake = Upper()
+    run(tmp_path, PAGE, fake)
+    assert len(fake.calls) == 1
+    sentence = next(t for t in fake.calls[0] if t.startswith("Click"))
+    assert re.fullmatch(
+        r"Click <(\d+)>here</\1> to read more about <(\d+)>the <(\d+)>big</\3> garden</\2> &amp; the dogs\."
+        r"<\d+/>New line<\d+/>",
+        sentence,
+    ), sentence
+    assert not any("do not touch" in t or "make install" in t or "BrandName" in t for t in fake.calls[0])
+
+
+def test_inline_elements_follow_the_translation_order(tmp_path: Path) -> None:
+    data, warnings = run(tmp_path, "<p>The <b>red</b> car is <i>fast</i>.</p>", MovesFirstPair())
+    assert data.decode("utf-8") == "<p>THE  CAR IS <i>FAST</i> <b>RED</b>.</p>"
+    assert warnings == []
+
+
+def test_lost_inline_elements_are_put_back(tmp_path: Path) -> None:
+    data, warnings = run(tmp_path, '<p>Go <a href="/x">home</a> now<br>please.</p>\n', DropsTags())
+    out = data.decode("utf-8")
+    assert out.count('<a href="/x">home</a>') == 1 and out.count("<br>") == 1
+    assert out.startswith("<p>GO HOME NOWPLEASE.") and "markup_moved" in warnings[0]
+
+
+def test_right_to_left_target_sets_dir(tmp_path: Path) -> None:
+    data, _ = run(tmp_path, '<html lang="en" dir="ltr"><body><p>Hello</p></body></html>', Upper("arb_Arab"))
+    root = lxml.html.document_fromstring(data.decode("utf-8"))
+    assert (root.get("lang"), root.get("dir")) == ("ar", "rtl")
+    assert not data.startswith(b"<!DOCTYPE")  # no doctype is invented
+
+
+def test_fragment_stays_a_fragment(tmp_path: Path) -> None:
+    data, _ = run(tmp_path, "<p>Hello <b>you</b></p>\n<ul><li>One</li></ul>", Upper(), name="part.htm")
+    assert data.decode("utf-8") == "<p>HELLO <b>YOU</b></p>\n<ul><li>ONE</li></ul>"
+
+
+def test_declared_encoding_is_kept(tmp_path: Path) -> None:
+    page = '<html><head><meta charset="iso-8859-1"></head><body><p>Café au lait</p></body></html>'
+    data, _ = run(tmp_path, page.encode("iso-8859-1"), Upper())
+    assert "<p>CAFÉ AU LAIT</p>" in data.decode("iso-8859-1")
+    with pytest.raises(UnicodeDecodeError):
+        data.decode("utf-8")
+
+
+def test_wrong_content_is_refused(tmp_path: Path) -> None:
+    fake = tmp_path / "page.html"
+    fake.write_bytes(b"\x00\x01\x02" * 100)
+    with pytest.raises(DocumentFormatError):
+        files.find_handler(fake)
+
+
+@needs_apertium
+def test_end_to_end_through_apertium(tmp_path: Path) -> None:
+    source = tmp_path / "index.html"
+    source.write_text(
+        '<!DOCTYPE html>\n<html lang="en"><head><title>Home</title></head><body>\n'
+        '<p>The house is <b>red</b>. <img src="a.png" alt="The big dog"></p>\n'
+        "<script>const house = 1;</script>\n</body></html>\n",
+        encoding="utf-8",
+    )
+    with Engine(Settings.from_env()) as engine:
+        result = files.translate_file(engine, source, "es")
+    out = result.output_path.read_text(encoding="utf-8")
+    assert result.output_path.name == "index.es.html" and result.format == "html"
+    assert "casa" in out and '<html lang="es">' in out and "<b>" in out
+    assert "<script>const house = 1;</script>" in out and 'src="a.png"' in out
+    assert "perro" in out  # the alt text

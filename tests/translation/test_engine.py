@@ -1,0 +1,281 @@
+"""The engine end to end: Apertium (real translations) and tiny CTranslate2 packs (real models)."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import needs_apertium
+
+from dragoman.errors import InvalidRequest, LimitExceeded, UnknownLanguage, UnsupportedPair
+from dragoman.settings import Settings
+from dragoman.translation import engine as engine_module
+from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
+from dragoman.translation.engine import MAX_BATCH, Engine
+from dragoman.translation.glossary import GlossaryStore
+from dragoman.translation.types import GlossaryEntry
+
+
+@pytest.fixture
+def engine() -> Any:
+    with Engine(Settings.from_env()) as eng:
+        yield eng
+
+
+@pytest.fixture
+def pack_only_engine(packs_dir: Path, tiny_argos_pack: Path) -> Any:
+    """An engine that sees the tiny en->es pack and no Apertium."""
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    settings = Settings.from_env(
+        {
+            "DRAGOMAN_PACKS_DIR": str(packs_dir),
+            "DRAGOMAN_APERTIUM": "0",
+            "DRAGOMAN_GLOSSARY": str(packs_dir.parent / "glossary.json"),
+        }
+    )
+    with Engine(settings) as eng:
+        yield eng
+
+
+class CallCounter:
+    """Wraps a backend's translate_batch to count calls and record what it was handed."""
+
+    def __init__(self, backend: Any) -> None:
+        self.calls: list[int] = []
+        self._inner = backend.translate_batch
+
+        def wrapped(batch: Any, source: str, target: str) -> list[str]:
+            self.calls.append(len(batch))
+            return self._inner(batch, source, target)  # type: ignore[no-any-return]
+
+        backend.translate_batch = wrapped
+
+
+# ----- Apertium: the embedded default, real translations ----------------------------------------------------
+@needs_apertium
+def test_translates_with_apertium_and_stamps_provenance(engine: Engine) -> None:
+    result = engine.translate("The house is red.", target="es", source="en")
+    assert "casa" in result.translation and "roja" in result.translation
+    assert (result.source, result.target, result.provenance) == ("eng_Latn", "spa_Latn", "on-device")
+    assert result.route == ("apertium-eng-spa:eng_Latn->spa_Latn",)
+    assert result.seconds > 0 and result.warnings == ()
+
+
+@needs_apertium
+def test_bcp47_and_flores_inputs_give_flores_answers(engine: Engine) -> None:
+    result = engine.translate("La casa es roja.", target="EN", source="spa_Latn")
+    assert (result.source, result.target) == ("spa_Latn", "eng_Latn")
+    assert "house" in result.translation.lower()
+
+
+@needs_apertium
+def test_layout_whitespace_and_placeholders_kept(engine: Engine) -> None:
+    text = "  The house is red.\n\nHello {name}, see https://example.com/a.b?x=1 now.  \n"
+    out = engine.translate(text, target="es", source="en").translation
+    assert out.startswith("  ") and out.endswith("  \n") and "\n\n" in out
+    assert "{name}" in out and "https://example.com/a.b?x=1" in out
+    assert "casa" in out
+
+
+@needs_apertium
+def test_detects_each_text_of_a_mixed_batch(engine: Engine) -> None:
+    texts = ["The weather is very nice today in the city.", "El tiempo es muy bueno hoy en la ciudad."]
+    results = engine.translate_batch(texts, target="cat")
+    assert [r.source for r in results] == ["eng_Latn", "spa_Latn"]
+    assert all(r.target == "cat_Latn" and r.translation for r in results)
+    assert results[1].route == ("apertium-spa-cat:spa_Latn->cat_Latn",)
+
+
+@needs_apertium
+def test_uncertain_detection_falls_back_to_english_and_says_so(engine: Engine) -> None:
+    result = engine.translate("ok", target="es")
+    assert result.source == "eng_Latn"
+    assert any(w.startswith("source_uncertain") for w in result.warnings)
+
+
+@needs_apertium
+def test_request_glossary_terms_come_out_verbatim(engine: Engine) -> None:
+    glossary = [GlossaryEntry("house", "CASONA"), GlossaryEntry("Red", "Rojo-X", case_sensitive=True)]
+    out = engine.translate("The house is red.", target="es", source="en", glossary=glossary).translation
+    assert "CASONA" in out and "Rojo-X" not in out  # "Red" is case-sensitive, the text has "red"
+
+
+@needs_apertium
+def test_user_glossary_file_applies_unless_request_gives_one(engine: Engine) -> None:
+    GlossaryStore(engine.settings.glossary_path).add(
+        [GlossaryEntry("garden", "VERGEL")], "eng_Latn", "spa_Latn"
+    )
+    text = "The garden is big."
+    assert "VERGEL" in engine.translate(text, target="es", source="en").translation
+    assert "VERGEL" not in engine.translate(text, target="es", source="en", glossary=[]).translation
+    assert "VERGEL" not in engine.translate(text, target="cat", source="en").translation  # other pair
+
+
+@needs_apertium
+def test_batch_is_one_pass_deduplicated_in_input_order(engine: Engine) -> None:
+    texts = [f"The house number {i} is red." for i in range(20)] + ["The house number 3 is red."] * 10
+    backend = engine.registry.backend("apertium-eng-spa")
+    counter = CallCounter(backend)
+    results = engine.translate_batch(texts, target="es", source="en")
+    assert counter.calls == [20]  # 30 texts, 20 unique sentences, one call
+    singles = [engine.translate(t, target="es", source="en").translation for t in texts[:5]]
+    assert [r.translation for r in results[:5]] == singles
+    assert all(" 3 " in r.translation for r in results[20:])
+
+
+@needs_apertium
+def test_route_chains_packs_of_different_kinds(packs_dir: Path, tiny_argos_pack_es_en: Path) -> None:
+    # fra->eng: no single pack; Apertium fr-es then the tiny es->en CTranslate2 pack.
+    if not Path("/usr/share/apertium/modes/fr-es.mode").is_file():
+        pytest.skip("apertium-fr-es is not installed (apt-get install apertium-fr-es)")
+    shutil.copytree(tiny_argos_pack_es_en, packs_dir / "translate-es_en")
+    with Engine(Settings.from_env()) as eng:
+        result = eng.translate("La maison est rouge.", target="en", source="fr")
+        # Apertium fr-es + spa-eng would do too; the CTranslate2 hop ranks higher (quality 3 > 2).
+        assert [step.split(":")[0] for step in result.route] == ["apertium-fr-es", "argos-es-en"]
+        assert result.translation.strip()
+
+
+@needs_apertium
+def test_fast_tier_guard_retries_on_best_route(packs_dir: Path, tiny_argos_pack: Path) -> None:
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    with Engine(Settings.from_env()) as eng:
+        fast = eng.route("eng_Latn", "spa_Latn", "fast")
+        best = eng.route("eng_Latn", "spa_Latn", "best")
+        assert fast.hops[0].kind == "apertium" and best.hops[0].kind == "argos"
+        apertium = eng.registry.backend("apertium-eng-spa")
+        apertium.translate_batch = lambda batch, s, t: ["" for _ in batch]  # type: ignore[method-assign]
+        result = eng.translate("The house is red and big.", target="es", source="en", tier="fast")
+        assert result.translation.strip()  # the best route's answer, not the empty one
+        assert any("guard: empty" in w for w in result.warnings)
+        assert result.tier == "fast"
+
+
+# ----- tiny CTranslate2 packs ---------------------------------------------------------------------------
+def test_pack_loads_once_for_concurrent_first_calls(
+    pack_only_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loads: list[str] = []
+    real_load = CTranslate2Backend.load
+
+    def counting_load(*args: Any, **kwargs: Any) -> CTranslate2Backend:
+        loads.append("x")
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(CTranslate2Backend, "load", counting_load)
+    barrier = threading.Barrier(6)
+    outputs: list[str] = []
+
+    def worker() -> None:
+        barrier.wait()
+        outputs.append(pack_only_engine.translate("Hello world.", target="es", source="en").translation)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert loads == ["x"] and len(set(outputs)) == 1
+    assert pack_only_engine.registry.loaded_ids() == {"argos-en-es"}
+
+
+def test_tiny_pack_keeps_placeholders_and_glossary(pack_only_engine: Engine) -> None:
+    glossary = [GlossaryEntry("world", "MUNDO")]
+    out = pack_only_engine.translate(
+        "Hello world, {name} has %d files at https://x.org/y.", target="es", source="en", glossary=glossary
+    ).translation
+    for kept in ("MUNDO", "{name}", "%d", "https://x.org/y"):
+        assert kept in out
+
+
+def test_multilingual_pack_serves_every_pair(packs_dir: Path, tiny_multilingual_pack: Path) -> None:
+    shutil.copytree(tiny_multilingual_pack, packs_dir / "tiny-nllb")
+    settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(packs_dir), "DRAGOMAN_APERTIUM": "0"})
+    with Engine(settings) as eng:
+        assert {("fra_Latn", "deu_Latn"), ("deu_Latn", "eng_Latn")} <= eng.installed_pairs()
+        to_de = eng.translate("Bonjour le monde.", target="de", source="fr")
+        to_es = eng.translate("Bonjour le monde.", target="es", source="fr")
+        assert to_de.route == ("tiny-nllb:fra_Latn->deu_Latn",)
+        assert to_de.translation != to_es.translation  # the target token steers the decoder
+        assert {lang.flores for lang in eng.languages()} == {"eng_Latn", "spa_Latn", "fra_Latn", "deu_Latn"}
+
+
+# ----- bad input -----------------------------------------------------------------------------------------
+def test_unknown_language_is_typed(pack_only_engine: Engine) -> None:
+    with pytest.raises(UnknownLanguage) as info:
+        pack_only_engine.translate("Hello", target="klingon")
+    assert info.value.status == 400
+
+
+def test_unsupported_pair_says_what_is_installed_and_how_to_install(pack_only_engine: Engine) -> None:
+    with pytest.raises(UnsupportedPair) as info:
+        pack_only_engine.translate("Hello", target="ja", source="en")
+    message = info.value.message
+    assert "eng_Latn->jpn_Jpan" in message and "eng_Latn->spa_Latn" in message
+    assert "dragoman packs install" in message and info.value.status == 400
+
+
+def test_batch_limit_and_types(pack_only_engine: Engine) -> None:
+    with pytest.raises(LimitExceeded, match=str(MAX_BATCH)):
+        pack_only_engine.translate_batch(["a"] * (MAX_BATCH + 1), target="es", source="en")
+    with pytest.raises(InvalidRequest):
+        pack_only_engine.translate_batch("not a list", target="es", source="en")
+    with pytest.raises(InvalidRequest, match="tier"):
+        pack_only_engine.translate("Hello", target="es", source="en", tier="fastest")
+
+
+def test_glossary_over_the_limit_is_refused(pack_only_engine: Engine) -> None:
+    entries = [GlossaryEntry(f"term{i}", f"t{i}") for i in range(201)]
+    with pytest.raises(LimitExceeded, match="200"):
+        pack_only_engine.translate("Hello", target="es", source="en", glossary=entries)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\t "])
+def test_empty_input_comes_back_as_it_went_in_without_loading(pack_only_engine: Engine, text: str) -> None:
+    result = pack_only_engine.translate(text, target="es", source="en")
+    assert result.translation == text and result.warnings == ()
+    assert pack_only_engine.registry.loaded_ids() == set()
+
+
+def test_same_language_returns_text_with_a_warning(pack_only_engine: Engine) -> None:
+    result = pack_only_engine.translate("Hello there.", target="en", source="eng_Latn")
+    assert result.translation == "Hello there." and result.warnings[0].startswith("same_language")
+
+
+def test_progress_reports_reach_the_total(pack_only_engine: Engine) -> None:
+    seen: list[tuple[int, int]] = []
+    texts = [f"Sentence number {i}." for i in range(10)]
+    pack_only_engine.translate_batch(
+        texts, target="es", source="en", progress=lambda d, t, m: seen.append((d, t))
+    )
+    assert seen and seen[-1][0] == seen[-1][1] == 10
+
+
+def test_reprotect_marks_outputs_for_the_next_hop() -> None:
+    from dragoman.translation.types import Protected
+
+    pieces = engine_module._reprotect(
+        "Hola {name}, {name} y MUNDO.",
+        [Protected("{name}", "{name}"), Protected("world", "MUNDO", "glossary")],
+    )
+    assert pieces == (
+        "Hola ",
+        Protected("{name}", "{name}"),
+        ", ",
+        Protected("{name}", "{name}"),
+        " y ",
+        Protected("MUNDO", "MUNDO"),
+        ".",
+    )
+
+
+@needs_apertium
+def test_apertium_unknown_words_are_reported(engine: Engine) -> None:
+    result = engine.translate("The flibbertigibbet house is red.", target="es", source="en")
+    assert "flibbertigibbet" in result.translation and "*" not in result.translation
+    assert result.warnings == (
+        "unknown_words: apertium-eng-spa left 1 word(s) it does not know untranslated",
+    )
