@@ -91,6 +91,20 @@ class BackendError(DragomanError):
     code = "backend_error"
 
 
+class Cancelled(DragomanError):
+    """The caller cancelled the work (an MCP client, a job runner); it stopped at its next chunk."""
+
+    status = 499
+    code = "cancelled"
+
+
+class ConfigError(DragomanError):
+    """A setting (a ``DRAGOMAN_*`` variable, a command-line option) that cannot be used as given."""
+
+    status = 500
+    code = "config_error"
+
+
 class EngineTimeout(DragomanError):
     """Engine work took longer than allowed."""
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import platformdirs
 
 from dragoman.errors import InvalidRequest
+from dragoman.limits import TIERS
 
 APP_NAME = "dragoman"
 DEFAULT_ARGOS_INDEX_URL = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"
 DEFAULT_PORT = 8787
-TIERS = ("best", "fast")
 
 
 def _path(env: Mapping[str, str], name: str, default: Path) -> Path:

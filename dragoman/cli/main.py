@@ -14,8 +14,8 @@ from typing import Any
 
 from dragoman import __version__
 from dragoman.errors import DragomanError
+from dragoman.progress import ProgressCallback
 from dragoman.settings import Settings
-from dragoman.translation.types import ProgressCallback
 
 log = logging.getLogger("dragoman")
 

@@ -31,7 +31,7 @@ from dragoman.documents import _pdf_document as document
 from dragoman.documents._pdf_layout import PageWork
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.languages.catalogue import get
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 log = logging.getLogger("dragoman.documents.pdf")
 

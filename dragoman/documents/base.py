@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Protocol
 
 from dragoman.errors import DocumentFormatError, FileTooLarge, InvalidRequest
-from dragoman.translation.types import ProgressCallback
-
-MAX_FILE_BYTES = 200 * 1024 * 1024  # spec 8: 200 MB (413 beyond)
+from dragoman.limits import MAX_FILE_BYTES
+from dragoman.progress import ProgressCallback
 
 #: Translates texts in order; blank texts come back as given. Built by the translate-file pipeline.
 TranslateTexts = Callable[[Sequence[str]], list[str]]

@@ -43,7 +43,7 @@ from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.pptx import DRAWINGML_KINDS, Target, drawingml_paragraphs
 from dragoman.errors import DragomanError
 from dragoman.languages.catalogue import get, resolve
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 log = logging.getLogger("dragoman.documents.docx")
 

@@ -35,7 +35,7 @@ from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import text_encoding
 from dragoman.errors import DocumentFormatError
 from dragoman.languages.catalogue import get
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 Element = Any  # lxml.html.HtmlElement (lxml ships no type information)
 

@@ -29,7 +29,7 @@ from dragoman.documents import ocr
 from dragoman.documents._image_render import Info, draw_translations, save_pages
 from dragoman.documents.base import DocumentReport, TextBox, TextTranslator
 from dragoman.errors import DocumentFormatError, DragomanError, InvalidRequest, OcrUnavailable
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 if TYPE_CHECKING:
     from PIL import Image

@@ -30,7 +30,7 @@ from dragoman.documents._markdown_inline import HTML_TAG_SRC, KEEP, InlineMasker
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import read_text, text_encoding
 from dragoman.errors import DocumentFormatError
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 _FENCE = re.compile(r"(`{3,}|~{3,})(.*)$")
 _BLOCKQUOTE = re.compile(r"(?:[ ]{0,3}>[ ]?)+")

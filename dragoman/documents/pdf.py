@@ -30,7 +30,7 @@ from pathlib import Path
 
 from dragoman.documents.base import DocumentReport, TextTranslator, atomic_output
 from dragoman.languages.catalogue import get
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 
 def export_name(source: Path, output: Path, target: str) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.errors import DocumentFormatError
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 

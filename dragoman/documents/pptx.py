@@ -31,7 +31,7 @@ from dragoman.documents._runs import BARRIER, Paragraph, Piece, encode, translat
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.errors import DragomanError
 from dragoman.languages.catalogue import get, resolve
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 log = logging.getLogger("dragoman.documents.pptx")
 

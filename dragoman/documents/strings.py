@@ -40,7 +40,7 @@ from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import read_text, text_encoding
 from dragoman.errors import DocumentFormatError, UnknownLanguage
 from dragoman.languages.catalogue import get, resolve
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 _LETTER = re.compile(r"[^\W\d_]")
 

@@ -25,7 +25,7 @@ from dragoman.documents import _inline
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import text_encoding
 from dragoman.errors import DocumentFormatError
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 _TIMESTAMP = r"(?:\d+:)?\d{1,2}:\d{2}[,.]\d{1,3}"
 _TIMING = re.compile(rf"\s*{_TIMESTAMP}\s*-->\s*{_TIMESTAMP}")

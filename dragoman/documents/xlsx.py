@@ -31,7 +31,7 @@ from dragoman.documents import _zipcheck as zc
 from dragoman.documents._runs import Paragraph, Piece, encode, translate_paragraphs, xml_safe
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.pptx import DRAWINGML_KINDS, Target, drawingml_paragraphs
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 log = logging.getLogger("dragoman.documents.xlsx")
 

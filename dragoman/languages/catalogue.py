@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from dragoman.errors import UnknownLanguage
 from dragoman.languages._flores200 import ALIASES, FLORES200, NLLB_TOKENS
-from dragoman.translation.types import Language
+from dragoman.languages.types import Language
 
 logger = logging.getLogger("dragoman.languages.catalogue")
 

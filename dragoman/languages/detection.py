@@ -35,7 +35,7 @@ from typing import Any
 
 from dragoman.errors import DetectionUnavailable, UnknownLanguage
 from dragoman.languages import catalogue as languages
-from dragoman.translation.types import Detection
+from dragoman.languages.types import Detection
 
 log = logging.getLogger("dragoman.languages.detection")
 

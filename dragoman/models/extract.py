@@ -21,7 +21,7 @@ from typing import IO
 
 from dragoman.errors import PackIntegrityError
 from dragoman.models.store import INSTALL_RECORD
-from dragoman.translation.types import ProgressCallback
+from dragoman.progress import ProgressCallback
 
 CHUNK = 1024 * 1024
 MAX_RATIO = 200  # uncompressed/compressed; model weights compress about 1.1x, text about 4x

@@ -46,8 +46,8 @@ from dragoman.models.store import (
     packs_lock,
     write_record,
 )
+from dragoman.progress import ProgressCallback
 from dragoman.settings import Settings
-from dragoman.translation.types import ProgressCallback
 
 log = logging.getLogger("dragoman.packs.install")
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from dragoman.errors import PackIntegrityError, UnknownLanguage
 from dragoman.languages.catalogue import resolve
-from dragoman.translation.types import PackKind
+from dragoman.models.types import PackKind
 
 MANIFEST_NAME = "dragoman-pack.json"
 ARGOS_METADATA = "metadata.json"

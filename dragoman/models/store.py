@@ -27,8 +27,9 @@ from typing import Any
 
 from dragoman.errors import PackInstallError, PackIntegrityError, PackNotInstalled
 from dragoman.models.manifest import PackManifest, read_manifest
+from dragoman.models.types import PackInfo
+from dragoman.progress import ProgressCallback
 from dragoman.settings import Settings
-from dragoman.translation.types import PackInfo, ProgressCallback
 
 log = logging.getLogger("dragoman.packs.store")
 

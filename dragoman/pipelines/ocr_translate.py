@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 from dragoman.documents import images
 from dragoman.documents.base import DocumentReport, TextBox, atomic_output, check_size, read_head
 from dragoman.errors import DocumentFormatError
+from dragoman.limits import Provenance
 from dragoman.pipelines.translate_file import FALLBACK_SOURCE, EngineTextTranslator, output_path
-from dragoman.translation.types import GlossaryEntry, ProgressCallback, Provenance
+from dragoman.progress import ProgressCallback
+from dragoman.translation.types import GlossaryEntry
 
 if TYPE_CHECKING:
     from dragoman.translation.engine import Engine

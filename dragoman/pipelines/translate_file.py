@@ -22,7 +22,9 @@ from dragoman.documents.base import (
 )
 from dragoman.errors import DocumentFormatError, InvalidRequest
 from dragoman.languages.catalogue import get, resolve
-from dragoman.translation.types import GlossaryEntry, ProgressCallback, Provenance
+from dragoman.limits import Provenance
+from dragoman.progress import ProgressCallback
+from dragoman.translation.types import GlossaryEntry
 
 if TYPE_CHECKING:
     from dragoman.translation.engine import Engine

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dragoman.errors import DragomanError, EngineTimeout, InvalidRequest
-from dragoman.server.daemon._models import MAX_BODY_BYTES
+from dragoman.limits import MAX_LOCAL_BODY_BYTES
 
 access_log = logging.getLogger("dragoman.server.access")
 
@@ -200,7 +200,7 @@ class Gate:
                     _Refused(401, "unauthorized", "unauthorized"), {"WWW-Authenticate": "Bearer"}
                 ), origin
         length = headers.get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        if length is not None and length.isdigit() and int(length) > MAX_LOCAL_BODY_BYTES:
             return error_response(body_too_large(int(length))), origin
         return None, origin
 
@@ -242,13 +242,13 @@ def body_too_large(size: int | None = None) -> _Refused:
         413,
         "body_too_large",
         (
-            f"the body is over the daemon's {MAX_BODY_BYTES} byte limit{got}; "
+            f"the body is over the daemon's {MAX_LOCAL_BODY_BYTES} byte limit{got}; "
             "split the texts over several requests"
         ),
     )
 
 
-async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+async def read_body(request: Request, limit: int = MAX_LOCAL_BODY_BYTES) -> bytes:
     """The body, counted while it streams in (chunked bodies have no Content-Length): 413 past ``limit``."""
     chunks: list[bytes] = []
     size = 0

@@ -15,30 +15,20 @@ from dataclasses import dataclass, field
 from dragoman.errors import InvalidRequest, LimitExceeded, UnsupportedPair
 from dragoman.languages.catalogue import all_languages, get, resolve
 from dragoman.languages.detection import Detector
-from dragoman.settings import TIERS, Settings
+from dragoman.languages.types import Detection, Language
+from dragoman.limits import MAX_BATCH_TEXTS, MAX_TEXT_CHARS, TIERS, Provenance, Tier
+from dragoman.progress import ProgressCallback
+from dragoman.settings import Settings
 from dragoman.translation import guards
 from dragoman.translation.glossary import GlossaryStore, validate_entries
 from dragoman.translation.pack_cache import PackRegistry
 from dragoman.translation.protection import protect
 from dragoman.translation.routing import reachable_pairs
 from dragoman.translation.segmentation import Segmented, segment
-from dragoman.translation.types import (
-    Detection,
-    GlossaryEntry,
-    Language,
-    Pieces,
-    ProgressCallback,
-    Protected,
-    Provenance,
-    Route,
-    Tier,
-    TranslationResult,
-)
+from dragoman.translation.types import GlossaryEntry, Pieces, Protected, Route, TranslationResult
 
 log = logging.getLogger("dragoman.translation")
 
-MAX_BATCH = 64
-MAX_TEXT_CHARS = 1_000_000  # spec 8: 1 MB of text per translate body
 FALLBACK_SOURCE = "eng_Latn"
 #: Segments per backend call: big enough to batch well, small enough for progress and cancellation.
 CHUNK_SEGMENTS = 256
@@ -122,13 +112,15 @@ class Engine:
         glossary: Sequence[GlossaryEntry] | None = None,
         progress: ProgressCallback | None = None,
     ) -> list[TranslationResult]:
-        """Translate up to ``MAX_BATCH`` texts; results come back in input order.
+        """Translate up to ``MAX_BATCH_TEXTS`` texts; results come back in input order.
 
         Without ``source`` each text is detected on its own (a batch may mix languages). Without
         ``glossary`` the user's glossary file applies; an empty list means no glossary at all.
         """
-        if not isinstance(texts, str) and len(texts) > MAX_BATCH:  # the type is checked by translate_many
-            raise LimitExceeded(f"a batch holds at most {MAX_BATCH} texts; got {len(texts)}: split it")
+        if (
+            not isinstance(texts, str) and len(texts) > MAX_BATCH_TEXTS
+        ):  # the type is checked by translate_many
+            raise LimitExceeded(f"a batch holds at most {MAX_BATCH_TEXTS} texts; got {len(texts)}: split it")
         return self.translate_many(texts, target, source, tier, glossary, progress)
 
     def translate_many(

@@ -35,14 +35,11 @@ from typing import Any
 
 from dragoman.errors import GlossaryFileError, InvalidRequest, LimitExceeded, UnknownLanguage
 from dragoman.languages import catalogue as languages
+from dragoman.limits import MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS
 from dragoman.translation.types import GlossaryEntry
 
 log = logging.getLogger("dragoman.translation.glossary")
 
-#: Entries one request may carry, and entries that may apply to one translation.
-MAX_GLOSSARY_ENTRIES = 200
-#: Longest term or translation, in characters.
-MAX_TERM_CHARS = 1_000
 #: The file format written (and the only one read).
 FILE_VERSION = 1
 

@@ -22,9 +22,10 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable
 
+from dragoman.languages.types import Detection
 from dragoman.translation.backends.base import spans_kept
 from dragoman.translation.protection import find_numbers
-from dragoman.translation.types import Detection, Pieces, Protected
+from dragoman.translation.types import Pieces, Protected
 
 LENGTH_RATIO_BOUNDS = (0.25, 4.0)
 WIDE_LENGTH_RATIO_BOUNDS = (0.1, 8.0)

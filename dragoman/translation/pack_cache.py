@@ -15,14 +15,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dragoman.errors import PackNotInstalled
+from dragoman.limits import Tier
 from dragoman.models.manifest import DEFAULT_RANKS, PackManifest
 from dragoman.models.store import PackStore, pack_info
+from dragoman.models.types import PackInfo
 from dragoman.settings import Settings
 from dragoman.translation.backends.apertium import ApertiumBackend, ApertiumMode, discover_modes
 from dragoman.translation.backends.base import Backend
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
 from dragoman.translation.routing import find_routes
-from dragoman.translation.types import Hop, PackInfo, Route, Tier
+from dragoman.translation.types import Hop, Route
 
 log = logging.getLogger("dragoman.translation")
 

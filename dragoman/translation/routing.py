@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from dragoman.translation.types import Hop, Route, Tier
+from dragoman.limits import Tier
+from dragoman.translation.types import Hop, Route
 
 MAX_HOPS = 3
 

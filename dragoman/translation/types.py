@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-Tier = Literal["best", "fast"]
-PackKind = Literal["argos", "multilingual", "apertium"]
-Provenance = Literal["on-device", "server"]
+from dragoman.languages.types import Detection
+from dragoman.limits import Provenance, Tier
+from dragoman.models.types import PackKind
+from dragoman.progress import ProgressCallback
 
-#: Called with (done, total, message) as long work advances; front doors turn it into progress events.
-ProgressCallback = Callable[[int, int, str], None]
-
-
-@dataclass(frozen=True)
-class Language:
-    """A row of spec 2.5: FLORES-200 code, BCP-47 code, English name, right-to-left flag."""
-
-    flores: str
-    bcp47: str
-    name: str
-    rtl: bool
+__all__ = [
+    "Detection",
+    "PackKind",
+    "Provenance",
+    "ProgressCallback",
+    "Tier",
+]  # re-exported for the translation layer
 
 
 @dataclass(frozen=True)
@@ -56,18 +51,6 @@ class GlossaryEntry:
         return (self.source is None or self.source == source) and (
             self.target is None or self.target == target
         )
-
-
-@dataclass(frozen=True)
-class Detection:
-    """What language identification found. ``flores`` is None when the answer is uncertain."""
-
-    flores: str | None
-    bcp47: str | None
-    name: str | None
-    confidence: float
-    label: str | None  # the model's own top label (an ISO 639 code), even when uncertain
-    reason: str | None = None  # why flores is None: "too short", "low confidence", "mixed"
 
 
 @dataclass(frozen=True)
@@ -134,21 +117,3 @@ class TranslationResult:
             "route": list(self.route),
             "tier": self.tier,
         }
-
-
-@dataclass(frozen=True)
-class PackInfo:
-    """An installed pack as ``engine_status`` shows it."""
-
-    id: str
-    kind: PackKind
-    languages: tuple[str, ...]
-    pairs: tuple[tuple[str, str], ...]
-    path: str
-    size_bytes: int
-    version: str
-    license: str
-    quality: int
-    speed: int
-    loaded: bool = False
-    extra: dict[str, str] = field(default_factory=dict)

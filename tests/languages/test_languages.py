@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from dragoman.errors import InvalidRequest, UnknownLanguage
 from dragoman.languages import catalogue as languages
 from dragoman.languages._flores200 import FLORES200
-from dragoman.translation.types import Language
+from dragoman.languages.types import Language
 
 CODES = [row[0] for row in FLORES200]
 FLORES_SHAPE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")

@@ -31,13 +31,15 @@ from support import needs_apertium
 from dragoman import __version__
 from dragoman.cli import main as cli_main
 from dragoman.errors import BackendError
+from dragoman.languages.types import Language
+from dragoman.limits import Provenance
 from dragoman.server._http import host_name
 from dragoman.server.daemon.app import BackgroundDaemon, _checked, create_app, is_loopback
 from dragoman.settings import Settings
 from dragoman.status import daemon_file
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
-from dragoman.translation.types import GlossaryEntry, Language, Provenance, TranslationResult
+from dragoman.translation.types import GlossaryEntry, TranslationResult
 
 MB2 = 2 * 1024 * 1024
 pytestmark = [pytest.mark.apertium, needs_apertium]

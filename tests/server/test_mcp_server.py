@@ -28,7 +28,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CallToolResult, ListRootsResult, LoggingMessageNotificationParams, Root
 from pydantic import FileUrl
 
-from dragoman.server.mcp._models import MAX_BATCH, MAX_GLOSSARY, MAX_TEXT_CHARS
+from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, MAX_TEXT_CHARS
 
 pytestmark = pytest.mark.anyio
 
@@ -144,13 +144,13 @@ async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_anno
     assert tools["glossary_remove"].annotations.destructive_hint is True  # type: ignore[union-attr]
     assert tools["glossary_add"].annotations.destructive_hint is False  # type: ignore[union-attr]
     batch = tools["translate_batch"].input_schema["properties"]
-    assert batch["texts"]["maxItems"] == MAX_BATCH
+    assert batch["texts"]["maxItems"] == MAX_BATCH_TEXTS
     assert batch["texts"]["items"]["maxLength"] == MAX_TEXT_CHARS
-    assert batch["glossary"]["anyOf"][0]["maxItems"] == MAX_GLOSSARY
+    assert batch["glossary"]["anyOf"][0]["maxItems"] == MAX_GLOSSARY_ENTRIES
     assert tools["translate"].input_schema["required"] == ["text", "target"]
     assert tools["translate"].input_schema["properties"]["text"]["maxLength"] == MAX_TEXT_CHARS
     assert tools["translate"].input_schema["properties"]["tier"]["anyOf"][0]["enum"] == ["best", "fast"]
-    assert tools["glossary_add"].input_schema["properties"]["entries"]["maxItems"] == MAX_GLOSSARY
+    assert tools["glossary_add"].input_schema["properties"]["entries"]["maxItems"] == MAX_GLOSSARY_ENTRIES
     assert "ctx" not in tools["translate"].input_schema["properties"]
     assert "roots" not in tools["translate_file"].input_schema["properties"]
     assert set(tools["translate"].output_schema["required"]) >= {  # type: ignore[index]
@@ -165,7 +165,7 @@ async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_anno
 def test_limits_match_the_engine() -> None:
     from dragoman.translation import engine
 
-    assert engine.MAX_BATCH == MAX_BATCH
+    assert engine.MAX_BATCH_TEXTS == MAX_BATCH_TEXTS
     assert engine.MAX_TEXT_CHARS == MAX_TEXT_CHARS
 
 

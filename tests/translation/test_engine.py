@@ -11,10 +11,11 @@ import pytest
 from support import needs_apertium
 
 from dragoman.errors import InvalidRequest, LimitExceeded, UnknownLanguage, UnsupportedPair
+from dragoman.limits import MAX_BATCH_TEXTS
 from dragoman.settings import Settings
 from dragoman.translation import engine as engine_module
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
-from dragoman.translation.engine import MAX_BATCH, Engine
+from dragoman.translation.engine import Engine
 from dragoman.translation.glossary import GlossaryStore
 from dragoman.translation.types import GlossaryEntry
 
@@ -219,8 +220,8 @@ def test_unsupported_pair_says_what_is_installed_and_how_to_install(pack_only_en
 
 
 def test_batch_limit_and_types(pack_only_engine: Engine) -> None:
-    with pytest.raises(LimitExceeded, match=str(MAX_BATCH)):
-        pack_only_engine.translate_batch(["a"] * (MAX_BATCH + 1), target="es", source="en")
+    with pytest.raises(LimitExceeded, match=str(MAX_BATCH_TEXTS)):
+        pack_only_engine.translate_batch(["a"] * (MAX_BATCH_TEXTS + 1), target="es", source="en")
     with pytest.raises(InvalidRequest):
         pack_only_engine.translate_batch("not a list", target="es", source="en")
     with pytest.raises(InvalidRequest, match="tier"):

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from dragoman.languages.types import Detection
 from dragoman.translation.guards import check
-from dragoman.translation.types import Detection, Protected
+from dragoman.translation.types import Protected
 
 SOURCE = ("The meeting starts at 10 and ends at 12 with 3 speakers.",)
 

@@ -9,16 +9,14 @@ unknown fields (a misspelt ``glosary`` must not silently fall back to the user's
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.json_schema import models_json_schema
 
 from dragoman.errors import InvalidRequest, LimitExceeded
+from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, Provenance, Tier
 
-MAX_BODY_BYTES = 2 * 1024 * 1024  # spec 8: local body 2 MB
-MAX_TEXTS = 64  # spec 8: batch size
-MAX_GLOSSARY = 200  # spec 8: glossary terms
 _EXAMPLE = '{"text": "Hello", "target": "es"}'
 
 
@@ -67,8 +65,9 @@ class TranslateRequest(BaseModel):
     )
     texts: list[str] | None = Field(
         None,
-        description=f"a batch of at most {MAX_TEXTS} texts; the answer is {{results: [...]}} in input order",
-        json_schema_extra={"maxItems": MAX_TEXTS},
+        description=f"a batch of at most {MAX_BATCH_TEXTS} texts; "
+        "the answer is {results: [...]} in input order",
+        json_schema_extra={"maxItems": MAX_BATCH_TEXTS},
     )
     target: str = Field(
         description="target language: BCP-47 ('es') or FLORES-200 ('spa_Latn')", examples=["es", "spa_Latn"]
@@ -76,16 +75,16 @@ class TranslateRequest(BaseModel):
     source: str | None = Field(
         None, description="source language; detected when omitted (eng_Latn if uncertain)"
     )
-    tier: Literal["best", "fast"] | None = Field(
+    tier: Tier | None = Field(
         None, description="'best' (highest quality, the default) or 'fast' (primary engine plus guards)"
     )
     glossary: list[GlossaryItem] | None = Field(
         None,
         description=(
-            f"at most {MAX_GLOSSARY} entries; when omitted the user's glossary file applies, "
+            f"at most {MAX_GLOSSARY_ENTRIES} entries; when omitted the user's glossary file applies, "
             "an empty list applies none"
         ),
-        json_schema_extra={"maxItems": MAX_GLOSSARY},
+        json_schema_extra={"maxItems": MAX_GLOSSARY_ENTRIES},
     )
 
     @field_validator("text")
@@ -138,10 +137,14 @@ def parse_translate(body: bytes) -> TranslateRequest:
         raise InvalidRequest(
             f"the body must be a JSON object, got {type(data).__name__}; for example {_EXAMPLE}"
         )
-    if isinstance(data.get("texts"), list) and len(data["texts"]) > MAX_TEXTS:
-        raise LimitExceeded(f"a batch holds at most {MAX_TEXTS} texts; got {len(data['texts'])}: split it")
-    if isinstance(data.get("glossary"), list) and len(data["glossary"]) > MAX_GLOSSARY:
-        raise LimitExceeded(f"a glossary holds at most {MAX_GLOSSARY} entries; got {len(data['glossary'])}")
+    if isinstance(data.get("texts"), list) and len(data["texts"]) > MAX_BATCH_TEXTS:
+        raise LimitExceeded(
+            f"a batch holds at most {MAX_BATCH_TEXTS} texts; got {len(data['texts'])}: split it"
+        )
+    if isinstance(data.get("glossary"), list) and len(data["glossary"]) > MAX_GLOSSARY_ENTRIES:
+        raise LimitExceeded(
+            f"a glossary holds at most {MAX_GLOSSARY_ENTRIES} entries; got {len(data['glossary'])}"
+        )
     try:
         request = TranslateRequest.model_validate(data)
     except ValidationError as exc:
@@ -159,11 +162,11 @@ class TranslationResultModel(BaseModel):
     translation: str
     source: str = Field(description="canonical FLORES-200 code (detected when the request gave none)")
     target: str = Field(description="canonical FLORES-200 code")
-    provenance: Literal["on-device", "server"]
+    provenance: Provenance
     seconds: float
     warnings: list[str] = Field(description="empty when none; each starts with a short name and a colon")
     route: list[str] = Field(description="the hops taken, 'pack:src->tgt'; empty when nothing was translated")
-    tier: Literal["best", "fast"]
+    tier: Tier
 
 
 class BatchResponse(BaseModel):
@@ -195,7 +198,7 @@ class EngineInfo(BaseModel):
     """The ``engine`` object of ``GET /health`` (its content is left open by the spec)."""
 
     version: str = Field(description="dragoman version")
-    provenance: Literal["on-device", "server"]
+    provenance: Provenance
     uptime_seconds: float = Field(description="seconds since the engine started")
     packs_installed: list[str] = Field(
         description="ids of every usable pack (installed packs, Apertium pairs)"

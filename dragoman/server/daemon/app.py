@@ -41,9 +41,11 @@ from starlette.types import ASGIApp
 
 from dragoman import __version__
 from dragoman.errors import BackendError, DragomanError, InvalidRequest
+from dragoman.languages.types import Language
+from dragoman.limits import Provenance
 from dragoman.server._http import EnginePool, Gate, Saturated, error_response, host_name, read_body
 from dragoman.server.daemon._models import GlossaryItem, openapi_document, parse_translate
-from dragoman.translation.types import GlossaryEntry, Language, Provenance, TranslationResult
+from dragoman.translation.types import GlossaryEntry, TranslationResult
 
 if TYPE_CHECKING:
     from dragoman.settings import Settings

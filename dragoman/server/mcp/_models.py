@@ -7,18 +7,14 @@ Each output model carries ``provenance`` (spec 4.5: every structured result incl
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Provenance = Literal["on-device", "server"]
-TierName = Literal["best", "fast"]
+from dragoman.limits import MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS, MAX_TEXT_CHARS, Provenance
+from dragoman.limits import Tier as TierName
 
 #: Spec 8: 64 texts and 200 glossary terms per request, 1 MB of text per translate body.
-MAX_BATCH = 64
-MAX_GLOSSARY = 200
-MAX_TEXT_CHARS = 1_000_000
-MAX_TERM_CHARS = 1_000
 #: Spec 8: 200 MB per file.
 
 _PROVENANCE = Field(description="Where the work ran: 'on-device' for this server (nothing left the machine).")
@@ -203,8 +199,9 @@ Tier = Annotated[
 Glossary = Annotated[
     list[GlossaryEntryInput] | None,
     Field(
-        max_length=MAX_GLOSSARY,
-        description=f"Terms kept verbatim for this call only (at most {MAX_GLOSSARY}); omit to apply the "
+        max_length=MAX_GLOSSARY_ENTRIES,
+        description=f"Terms kept verbatim for this call only (at most {MAX_GLOSSARY_ENTRIES}); "
+        "omit to apply the "
         "user's glossary, [] for none.",
     ),
 ]

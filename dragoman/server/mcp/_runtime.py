@@ -24,8 +24,8 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from dragoman.errors import DragomanError
+from dragoman.progress import ProgressCallback
 from dragoman.settings import Settings
-from dragoman.translation.types import ProgressCallback
 
 if TYPE_CHECKING:
     from dragoman.translation.engine import Engine

@@ -28,12 +28,9 @@ from pydantic import Field
 
 from dragoman import __version__
 from dragoman.errors import DragomanError
+from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS, MAX_TEXT_CHARS
 from dragoman.server import paths
 from dragoman.server.mcp._models import (
-    MAX_BATCH,
-    MAX_GLOSSARY,
-    MAX_TERM_CHARS,
-    MAX_TEXT_CHARS,
     BatchOutput,
     DetectOutput,
     FileOutput,
@@ -77,7 +74,8 @@ SERVER_NAME = "dragoman"
 INSTRUCTIONS = (
     "On-device translation: nothing leaves this machine. Languages are BCP-47 ('es', 'pt-BR') or FLORES-200 "
     "('spa_Latn') codes; answers use FLORES-200. Omit source to detect it. Use translate_batch for many "
-    f"strings (at most {MAX_BATCH}), list_languages for what is installed, engine_status when something is "
+    f"strings (at most {MAX_BATCH_TEXTS}), list_languages for what is installed, "
+    "engine_status when something is "
     "missing: errors name the command that installs a pack."
 )
 
@@ -135,7 +133,9 @@ async def translate_batch(
     texts: Annotated[
         list[Text],
         Field(
-            min_length=1, max_length=MAX_BATCH, description=f"1 to {MAX_BATCH} texts, translated in one pass."
+            min_length=1,
+            max_length=MAX_BATCH_TEXTS,
+            description=f"1 to {MAX_BATCH_TEXTS} texts, translated in one pass.",
         ),
     ],
     target: Target,
@@ -258,7 +258,9 @@ async def glossary_add(
     entries: Annotated[
         list[GlossaryEntryInput],
         Field(
-            min_length=1, max_length=MAX_GLOSSARY, description=f"1 to {MAX_GLOSSARY} terms to add or replace."
+            min_length=1,
+            max_length=MAX_GLOSSARY_ENTRIES,
+            description=f"1 to {MAX_GLOSSARY_ENTRIES} terms to add or replace.",
         ),
     ],
     ctx: Ctx,
@@ -290,7 +292,11 @@ async def glossary_list(
 async def glossary_remove(
     terms: Annotated[
         list[Annotated[str, Field(min_length=1, max_length=MAX_TERM_CHARS)]],
-        Field(min_length=1, max_length=MAX_GLOSSARY, description="Terms to remove from the user glossary."),
+        Field(
+            min_length=1,
+            max_length=MAX_GLOSSARY_ENTRIES,
+            description="Terms to remove from the user glossary.",
+        ),
     ],
     ctx: Ctx,
     source: Scope = None,

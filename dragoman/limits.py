@@ -1,0 +1,62 @@
+"""The interface spec's limits (section 8) and the shared literal types, written once.
+
+Every layer imports these: the engine checks them, the wire models bound their fields with them, the CLI
+offers their choices, the README quotes them. Nothing here imports anything of dragoman's.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+#: How a route is chosen: 'best' (highest quality) or 'fast' (primary engine plus guards). Spec 4.4.
+Tier = Literal["best", "fast"]
+TIERS: Final[tuple[str, ...]] = get_args(Tier)
+DEFAULT_TIER: Final[Tier] = "best"
+
+#: Where work ran: 'on-device' locally (daemon, tool server, CLI), 'server' on the hosted service. Spec 2.6.
+Provenance = Literal["on-device", "server"]
+
+# ----- translation (spec 4.4, 8) -------------------------------------------------------------------------
+#: Texts in one batch request.
+MAX_BATCH_TEXTS: Final = 64
+#: Glossary entries one request may carry, and entries that may apply to one language pair.
+MAX_GLOSSARY_ENTRIES: Final = 200
+#: Longest glossary term or translation, in characters (not in the spec; ours).
+MAX_TERM_CHARS: Final = 1_000
+#: Characters of one text in a translate request (spec 8: 1 MB of text).
+MAX_TEXT_CHARS: Final = 1_000_000
+#: Bytes of one local daemon request body (spec 8: 2 MB).
+MAX_LOCAL_BODY_BYTES: Final = 2 * 1024 * 1024
+#: Characters translated synchronously by hosted v1 translate; longer texts become jobs (spec 8).
+SYNC_TEXT_CHARS: Final = 500
+
+# ----- files (spec 8) ------------------------------------------------------------------------------------
+#: Bytes of one file to translate or upload (413 beyond).
+MAX_FILE_BYTES: Final = 200 * 1024 * 1024
+
+# ----- speech (spec 8) -----------------------------------------------------------------------------------
+#: Characters of one TTS render, and of one render answered with inline audio.
+MAX_TTS_CHARS: Final = 50_000
+MAX_TTS_INLINE_CHARS: Final = 1_500
+#: Speaking speed range.
+TTS_SPEED_MIN: Final = 0.5
+TTS_SPEED_MAX: Final = 1.8
+#: Seconds of reference audio a voice clone is made from; clones one user may keep.
+CLONE_MIN_SECONDS: Final = 3.0
+CLONE_MAX_SECONDS: Final = 20.0
+MAX_CLONES_PER_USER: Final = 25
+
+# ----- hosted service (spec 8) ---------------------------------------------------------------------------
+#: Requests per minute per key on v1 authenticated endpoints (fixed window).
+RATE_PER_MINUTE: Final = 60
+#: Default daily character quota of a key on hosted v2.
+DAILY_CHARS_DEFAULT: Final = 200_000
+#: Jobs listed by default; idempotency window; usage window; word-editor retention.
+JOB_LIST_DEFAULT: Final = 50
+IDEMPOTENCY_SECONDS: Final = 24 * 3600
+USAGE_WINDOW_DAYS: Final = 30
+WORD_EDIT_RETENTION_SECONDS: Final = 12 * 3600
+#: Webhooks: seconds the receiver has to answer, retries, timestamp tolerance.
+WEBHOOK_REPLY_SECONDS: Final = 10
+WEBHOOK_RETRIES: Final = 5
+WEBHOOK_TOLERANCE_SECONDS: Final = 300
