@@ -1,26 +1,31 @@
-"""OCR with Tesseract (through ``pytesseract``): the core shared by the image handler and scanned PDF pages.
+"""OCR with Tesseract: the core shared by the image handler and scanned PDF pages.
 
 :func:`ocr_image` reads a Pillow image and groups Tesseract's word boxes (``image_to_data``) into
 paragraphs (:class:`OcrBlock`): the words of a paragraph are joined with spaces across its lines (a word
 hyphenated at a line end is joined back), because a paragraph translates far better as a whole than line by
 line; the lines are kept too, for layout. Languages are Tesseract's traineddata codes (``eng``,
 ``chi_sim``; several joined with ``+``); :func:`tesseract_language` maps FLORES-200 codes onto them and
-:func:`check_languages` says which Debian package installs a missing one. Nothing runs at import time:
-``pytesseract`` is imported and ``tesseract --list-langs`` asked the first time OCR is needed.
+:func:`check_languages` says which Debian package installs a missing one. Tesseract runs as a program with
+its own environment (:mod:`._tesseract`). Nothing runs at import time: ``tesseract --list-langs`` is asked
+the first time OCR is needed, and again once Tesseract or its tessdata directory changed (:func:`refresh`
+forces it); :func:`status` says what is installed.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 import re
 import statistics
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from dragoman.errors import DocumentFormatError, EngineTimeout, OcrUnavailable
+from dragoman.documents._tesseract import apt_package as apt_package
+from dragoman.documents._tesseract import image_to_data, installed
+from dragoman.documents._tesseract import refresh as refresh
+from dragoman.documents._tesseract import status as status
+from dragoman.documents._tesseract import tesseract_environment as tesseract_environment
+from dragoman.errors import OcrUnavailable
 from dragoman.languages.catalogue import get, resolve
 
 if TYPE_CHECKING:
@@ -32,7 +37,6 @@ log = logging.getLogger("dragoman.documents.ocr")
 OCR_TIMEOUT_SECONDS = 300
 #: Most languages tried at once when the source language is not known (each one slows Tesseract down).
 MAX_DEFAULT_LANGUAGES = 4
-_INSTALL_TESSERACT = "apt-get install tesseract-ocr"
 
 #: FLORES-200 code -> Tesseract traineddata code (tessdata 4/5 names; Debian ships each as
 #: ``tesseract-ocr-<code with - for _>``). Arabic dialects read with the Standard Arabic model.
@@ -81,11 +85,6 @@ class OcrBlock:
     words: int
 
 
-def apt_package(code: str) -> str:
-    """The Debian package holding a Tesseract language: ``chi_sim`` -> ``tesseract-ocr-chi-sim``."""
-    return "tesseract-ocr-" + code.lower().replace("_", "-")
-
-
 def tesseract_language(flores: str) -> str:
     """The Tesseract traineddata code for a language (any code :func:`resolve` accepts)."""
     code = resolve(flores)
@@ -106,59 +105,9 @@ def flores_script(tesseract_code: str) -> str | None:
     return None
 
 
-class _TesseractEnvironment(Mapping[str, str]):
-    """``os.environ`` as it stands at each call, plus ``OMP_THREAD_LIMIT=1`` unless the user set it.
-
-    Tesseract's OpenMP threads make it several times slower on machines with few cores (measured here: a
-    300 dpi A4 page in 10 s with them, 2.9 s without), and Tesseract's own documentation advises turning
-    them off. Only the Tesseract processes see this: the rest of the process (CTranslate2 uses OpenMP too)
-    is left alone.
-    """
-
-    _KEY = "OMP_THREAD_LIMIT"
-
-    def __getitem__(self, key: str) -> str:
-        if key == self._KEY and key not in os.environ:
-            return "1"
-        return os.environ[key]
-
-    def __iter__(self) -> Iterator[str]:
-        yield from os.environ
-        if self._KEY not in os.environ:
-            yield self._KEY
-
-    def __len__(self) -> int:
-        return len(os.environ) + (self._KEY not in os.environ)
-
-
-def _pytesseract() -> Any:
-    import pytesseract  # type: ignore[import-untyped]
-
-    if not isinstance(pytesseract.pytesseract.environ, _TesseractEnvironment):
-        pytesseract.pytesseract.environ = _TesseractEnvironment()  # what its subprocesses are given
-    return pytesseract
-
-
-@functools.lru_cache(maxsize=8)
-def _languages(command: str, tessdata: str | None) -> frozenset[str]:
-    pytesseract = _pytesseract()
-    try:
-        return frozenset(pytesseract.get_languages(config=""))
-    except pytesseract.TesseractNotFoundError as exc:
-        raise OcrUnavailable(
-            f"Tesseract is not installed (no {command!r} on PATH): run `{_INSTALL_TESSERACT}` "
-            "(plus `apt-get install tesseract-ocr-<lang>` for each language to read)"
-        ) from exc
-    except (OSError, RuntimeError) as exc:
-        raise OcrUnavailable(
-            f"Tesseract cannot list its languages ({exc}); reinstall it: `{_INSTALL_TESSERACT}`"
-        ) from exc
-
-
 def installed_languages() -> set[str]:
-    """The Tesseract languages installed (``eng``, ``osd``, ...); asked once per binary and tessdata."""
-    command = str(_pytesseract().pytesseract.tesseract_cmd)
-    return set(_languages(command, os.environ.get("TESSDATA_PREFIX")))
+    """The Tesseract languages installed (``eng``, ``osd``, ...); asked again once Tesseract changed."""
+    return set(installed().languages)
 
 
 def check_languages(tesseract_lang: str) -> None:
@@ -218,35 +167,15 @@ def ocr_image(
     it takes longer than ``timeout`` seconds, :class:`DocumentFormatError` when it cannot read the image.
     """
     check_languages(tesseract_lang)
-    pytesseract = _pytesseract()
-    try:
-        data = pytesseract.image_to_data(
-            prepare(image), lang=tesseract_lang, output_type=pytesseract.Output.DICT, timeout=timeout
-        )
-    except pytesseract.TesseractNotFoundError as exc:
-        _languages.cache_clear()
-        raise OcrUnavailable(f"Tesseract is not installed: run `{_INSTALL_TESSERACT}`") from exc
-    except pytesseract.TesseractError as exc:
-        message = str(getattr(exc, "message", exc)).strip()
-        if "load" in message and "language" in message:
-            _languages.cache_clear()
-            raise OcrUnavailable(
-                f"Tesseract could not load {tesseract_lang}: run `apt-get install "
-                f"{' '.join(apt_package(c) for c in tesseract_lang.split('+'))}` ({message})"
-            ) from exc
-        raise DocumentFormatError(f"Tesseract could not read the image: {message}") from exc
-    except RuntimeError as exc:  # pytesseract's timeout
-        raise EngineTimeout(
-            f"OCR took longer than {timeout} s; split the image or scan it at a lower resolution"
-        ) from exc
-    blocks = blocks_from_data(data)
+    data = image_to_data(prepare(image), tesseract_lang, timeout)
+    blocks = blocks_from_data(data) if data else []
     log.debug("OCR (%s) found %d paragraphs in a %dx%d image", tesseract_lang, len(blocks), *image.size)
     return blocks
 
 
 def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
-    """Group the word rows of ``image_to_data(..., output_type=Output.DICT)`` into paragraphs, in reading
-    order (Tesseract's block, paragraph, line and word numbers).
+    """Group the word rows of Tesseract's TSV (as columns, see :func:`._tesseract.image_to_data`) into
+    paragraphs, in reading order (Tesseract's block, paragraph, line and word numbers).
 
     Tesseract splits paragraphs too eagerly where line lengths vary; a paragraph whose last line runs to
     the right edge of its block without ending a sentence is joined with the next one of the same block

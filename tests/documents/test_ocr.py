@@ -142,8 +142,8 @@ def test_prepare_flattens_transparency_onto_white() -> None:
     assert ocr.prepare(wide).mode == "L"
 
 
-def test_missing_tesseract_binary_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ocr._pytesseract().pytesseract, "tesseract_cmd", "/nonexistent/tesseract")
+def test_missing_tesseract_binary_names_the_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no tesseract there
     with pytest.raises(OcrUnavailable, match="apt-get install tesseract-ocr"):
         ocr.installed_languages()
     with pytest.raises(OcrUnavailable, match="apt-get install tesseract-ocr"):
@@ -186,8 +186,9 @@ def test_reads_light_text_on_a_transparent_image() -> None:
 
 def test_tesseract_runs_single_threaded_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_THREAD_LIMIT", raising=False)
-    env = ocr._pytesseract().pytesseract.environ
-    assert env["OMP_THREAD_LIMIT"] == "1" and "OMP_THREAD_LIMIT" in dict(env.items())
-    assert env["PATH"] == os.environ["PATH"] and len(dict(env.items())) == len(env)
+    env = ocr.tesseract_environment()
+    assert env["OMP_THREAD_LIMIT"] == "1" and "OMP_THREAD_LIMIT" not in os.environ  # Tesseract's alone
+    assert env["PATH"] == os.environ["PATH"] and len(env) == len(os.environ) + 1
     monkeypatch.setenv("OMP_THREAD_LIMIT", "4")
-    assert env["OMP_THREAD_LIMIT"] == "4" and list(env).count("OMP_THREAD_LIMIT") == 1
+    assert ocr.tesseract_environment()["OMP_THREAD_LIMIT"] == "4"
+    assert ocr.tesseract_environment({"PATH": "/bin"}) == {"PATH": "/bin", "OMP_THREAD_LIMIT": "1"}

@@ -24,21 +24,21 @@ chain itself is ``_apertium_pipeline.Pipeline``.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
 import shlex
 import shutil
-import subprocess
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dragoman.errors import BackendError, EngineTimeout, InvalidRequest, UnsupportedPair
 from dragoman.languages.catalogue import resolve
+from dragoman.probes import Refreshing, mtime, run_program
 from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
 from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Broken, Pipeline, Stuck, kill_all
 from dragoman.translation.types import Pieces, Protected
@@ -126,18 +126,58 @@ def discover_modes(dirs: Sequence[Path]) -> list[ApertiumMode]:
     )
 
 
-@functools.lru_cache(maxsize=1)
-def apertium_version() -> str | None:
-    """The installed Apertium version (dpkg's, else lttoolbox's ``lt-proc -v``); None when absent."""
+#: The dpkg database: its mtime changes with every package installed, upgraded or removed.
+DPKG_STATUS = Path("/var/lib/dpkg/status")
+#: How long the version found is trusted when neither lt-proc nor the dpkg database changed, in seconds.
+VERSION_TTL_SECONDS = 300.0
+
+
+def _probe_version() -> str | None:
     for cmd in (["dpkg-query", "-W", "-f=${Version}", "apertium"], ["lt-proc", "-v"]):
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
-        except (OSError, subprocess.SubprocessError):
+        done = run_program(*cmd)
+        if done is None:
             continue
         out = (done.stdout or done.stderr).strip()
         if done.returncode == 0 and out:
             return out.splitlines()[0].removeprefix("lt-proc ")
     return None
+
+
+def _version_stamp(version: str | None) -> Hashable:
+    binary = shutil.which("lt-proc")
+    return (binary, mtime(binary), mtime(DPKG_STATUS))
+
+
+_VERSION: Refreshing[str | None] = Refreshing(_probe_version, stamp=_version_stamp, ttl=VERSION_TTL_SECONDS)
+
+
+def apertium_version() -> str | None:
+    """The installed Apertium version (dpkg's, else lttoolbox's ``lt-proc -v``); None when absent.
+
+    Asked once and kept until ``lt-proc`` or the dpkg database changes (an ``apt-get install`` while a
+    server runs is seen), or :func:`refresh_version` is called.
+    """
+    return _VERSION.get()
+
+
+def refresh_version() -> None:
+    """Forget the Apertium version found: the next :func:`apertium_version` asks again."""
+    _VERSION.refresh()
+
+
+def apertium_status(
+    modes: Sequence[ApertiumMode], modes_dirs: Sequence[Path], enabled: bool
+) -> dict[str, Any]:
+    """Apertium as ``dragoman status`` shows it: binary, version, where modes are looked for, the pairs
+    (``eng_Latn->spa_Latn``) and variants (``oci-cat_gascon``) found, and whether it is enabled."""
+    return {
+        "binary": shutil.which("lt-proc"),
+        "version": apertium_version(),
+        "modes_dirs": [str(p) for p in modes_dirs],
+        "pairs": sorted(f"{m.source}->{m.target}" for m in modes if m.variant is None),
+        "variants": sorted(m.path.stem for m in modes if m.variant is not None),
+        "enabled": enabled,
+    }
 
 
 def mode_commands(path: Path) -> list[list[str]]:
