@@ -161,8 +161,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 def start_daemon(env: dict[str, str], workers: int) -> tuple[subprocess.Popen[bytes], str]:
+    from dragoman.server.daemon.portfile import daemon_file
     from dragoman.settings import Settings
-    from dragoman.status import daemon_file
 
     path = daemon_file(Settings.from_env(env))
     cmd = [sys.executable, "-m", "dragoman.cli", "serve", "--port", "0", "--workers", str(workers)]

@@ -25,8 +25,8 @@ def daemon_url(explicit: str | None) -> Iterator[str]:
     if explicit:
         yield explicit.rstrip("/")
         return
+    from dragoman.server.daemon.portfile import daemon_status
     from dragoman.settings import Settings
-    from dragoman.status import daemon_status
 
     settings = Settings.from_env()
     status = daemon_status(settings)

@@ -12,6 +12,7 @@ import time
 
 from dragoman import Engine
 from dragoman.errors import DragomanError
+from dragoman.server.daemon.portfile import daemon_status
 from dragoman.status import engine_status
 
 SENTENCES_EN = [
@@ -76,7 +77,7 @@ def main() -> int:
             print(f"  {type(exc).__name__} ({exc.status}): {exc.message}")
 
         print("\n== Status")
-        status = engine_status(engine)
+        status = engine_status(engine, daemon=daemon_status(engine.settings))
         print(
             f"  ctranslate2 {status['platform']['ctranslate2']}, CPU compute types "
             f"{', '.join(status['platform']['compute_types_cpu'])}"

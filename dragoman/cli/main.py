@@ -148,10 +148,11 @@ def cmd_languages(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.server.daemon.portfile import daemon_status
     from dragoman.status import engine_status
 
     with _engine(settings) as engine:
-        status = engine_status(engine)
+        status = engine_status(engine, daemon=daemon_status(settings))
     if args.json:
         _print_json(status)
         return 0
@@ -200,7 +201,7 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
         from dragoman.translation.engine import Engine
 
         with Engine(settings) as engine:
-            infos = [asdict(i) for i in engine.registry.infos()]
+            infos = [asdict(i) for i in engine.packs()]
         if args.json:
             _print_json(infos)
         else:

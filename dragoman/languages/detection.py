@@ -230,6 +230,10 @@ class Detector:
     def loaded(self) -> bool:
         return self._model is not None
 
+    def status(self) -> dict[str, Any]:
+        """The model file in use and whether it is loaded, as ``dragoman status`` shows them."""
+        return {"model": str(self.model_path), "loaded": self.loaded}
+
     def _get_model(self) -> Any:
         model = self._model
         if model is not None:

@@ -10,16 +10,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from dragoman.errors import InvalidRequest, LimitExceeded, UnsupportedPair
 from dragoman.languages.catalogue import all_languages, get, resolve
 from dragoman.languages.detection import Detector
 from dragoman.languages.types import Detection, Language
 from dragoman.limits import MAX_BATCH_TEXTS, MAX_TEXT_CHARS, TIERS, Provenance, Tier
+from dragoman.models.types import PackInfo
 from dragoman.progress import ProgressCallback
 from dragoman.settings import Settings
 from dragoman.translation import guards
+from dragoman.translation.backends.apertium import apertium_status
+from dragoman.translation.backends.ctranslate2_backend import cpu_support
 from dragoman.translation.glossary import GlossaryStore, validate_entries
 from dragoman.translation.pack_cache import PackRegistry
 from dragoman.translation.protection import protect
@@ -90,6 +94,37 @@ class Engine:
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
+
+    # ----- packs and status ----------------------------------------------------------------------
+    def packs(self) -> list[PackInfo]:
+        """Every usable pack (installed packs and Apertium pairs) by id, each saying whether it is loaded."""
+        return self.registry.infos()
+
+    def pack_ids(self) -> list[str]:
+        """The ids of the usable packs, sorted (cheap: no pack is read)."""
+        return sorted(self.registry.entries())
+
+    def loaded_packs(self) -> list[str]:
+        """The ids of the packs loaded in this process, sorted."""
+        return sorted(self.registry.loaded_ids())
+
+    def status(self) -> dict[str, Any]:
+        """What translation can do here, as ``dragoman status`` shows it: provenance, CTranslate2's support
+        on this CPU, the packs (loaded or not) and broken pack directories, the detection model, Apertium,
+        and the engine's uptime. Cheap: nothing is loaded, binaries' versions are kept until they change."""
+        engine = self.settings.engine
+        return {
+            "provenance": self.provenance,
+            "ctranslate2": cpu_support(),
+            "packs_dir": str(engine.packs_dir),
+            "packs": [asdict(info) for info in self.packs()],
+            "broken_packs": [{"path": str(p), "error": why} for p, why in self.registry.store.broken()],
+            "detection": self.detector.status(),
+            "apertium": apertium_status(
+                self.registry.apertium_modes(), engine.apertium_modes_dirs, engine.apertium_enabled
+            ),
+            "uptime_seconds": round(time.time() - self.started, 3),
+        }
 
     # ----- translation ---------------------------------------------------------------------------
     def translate(

@@ -35,8 +35,8 @@ from dragoman.languages.types import Language
 from dragoman.limits import Provenance
 from dragoman.server._http import host_name
 from dragoman.server.daemon.app import BackgroundDaemon, _checked, create_app, is_loopback
+from dragoman.server.daemon.portfile import daemon_file
 from dragoman.settings import Settings
-from dragoman.status import daemon_file
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
 from dragoman.translation.types import GlossaryEntry, TranslationResult
@@ -523,20 +523,17 @@ def test_cors_allowed_origin(engine: Engine, settings: Settings) -> None:
 
 
 # ----- saturation and shutdown (stub engine: it blocks until the test releases it) ------------------
-class _StubRegistry:
-    def loaded_ids(self) -> set[str]:
-        return set()
-
-    def entries(self) -> dict[str, object]:
-        return {}
-
-
 class BlockingEngine:
     provenance: Provenance = "on-device"
 
+    def pack_ids(self) -> list[str]:
+        return []
+
+    def loaded_packs(self) -> list[str]:
+        return []
+
     def __init__(self) -> None:
         self.started = time.time()
-        self.registry = _StubRegistry()
         self.release = threading.Event()
         self.entered = threading.Semaphore(0)
 

@@ -9,25 +9,21 @@ A thin Starlette app over the shared engine: the gate of :mod:`._daemon_gate` in
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import importlib.util
 import ipaddress
-import json
 import logging
 import os
 import shutil
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.to_thread
@@ -45,6 +41,7 @@ from dragoman.languages.types import Language
 from dragoman.limits import Provenance
 from dragoman.server._http import EnginePool, Gate, Saturated, error_response, host_name, read_body
 from dragoman.server.daemon._models import GlossaryItem, openapi_document, parse_translate
+from dragoman.server.daemon.portfile import daemon_file, remove_daemon_file, write_daemon_file
 from dragoman.translation.types import GlossaryEntry, TranslationResult
 
 if TYPE_CHECKING:
@@ -53,12 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("dragoman.server")
 DEFAULT_QUEUE_LIMIT = 64
 DEFAULT_TIMEOUT = 60.0
-
-
-class _RegistryLike(Protocol):
-    def loaded_ids(self) -> set[str]: ...
-
-    def entries(self) -> Mapping[str, object]: ...
 
 
 class EngineLike(Protocol):
@@ -70,8 +61,9 @@ class EngineLike(Protocol):
     @property
     def provenance(self) -> Provenance: ...
 
-    @property
-    def registry(self) -> _RegistryLike: ...
+    def pack_ids(self) -> list[str]: ...
+
+    def loaded_packs(self) -> list[str]: ...
 
     def translate(
         self,
@@ -167,15 +159,14 @@ def create_app(
         return await guarded(run)
 
     def health_payload() -> dict[str, Any]:
-        registry = engine.registry
         return {
             "ok": True,
             "engine": {
                 "version": __version__,
                 "provenance": engine.provenance,
                 "uptime_seconds": round(time.time() - engine.started, 3),
-                "packs_installed": sorted(registry.entries()),
-                "packs_loaded": sorted(registry.loaded_ids()),
+                "packs_installed": engine.pack_ids(),
+                "packs_loaded": engine.loaded_packs(),
                 "backends": {"ctranslate2": has_ct2, "apertium": apertium_on},
                 "queue": {
                     "workers": pool.workers,
@@ -286,30 +277,6 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def write_daemon_file(path: Path, *, host: str, port: int) -> None:
-    """Atomically write ``{pid, port, host, started}`` for ``dragoman status`` and ``engine_status``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"pid": os.getpid(), "port": port, "host": host, "started": time.time()}
-    fd, tmp = tempfile.mkstemp(prefix=".daemon-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def remove_daemon_file(path: Path) -> None:
-    """Remove the file if it is still ours (another daemon may have started since)."""
-    try:
-        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
-            path.unlink()
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
 def _uvicorn_server(app: ASGIApp, timeout: float) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
@@ -387,7 +354,6 @@ def serve(
     ``DRAGOMAN_SERVE_WORKERS``, ``DRAGOMAN_SERVE_QUEUE``, ``DRAGOMAN_SERVE_TIMEOUT``,
     ``DRAGOMAN_ALLOWED_ORIGINS``). Raises :class:`PortInUse` or :class:`InvalidRequest`.
     """
-    from dragoman.status import daemon_file
     from dragoman.translation.engine import Engine
 
     if not is_loopback(host) and not allow_non_loopback:

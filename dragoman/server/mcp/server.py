@@ -209,10 +209,11 @@ async def list_languages(
 async def engine_status(ctx: Ctx) -> Annotated[CallToolResult, StatusOutput]:
     """Install state of the engine on this device: platform support, packs (and whether loaded), binary and
     model paths, Apertium and Tesseract, glossary file, daemon liveness, directories file tools may use."""
+    from dragoman.server.daemon.portfile import daemon_status
     from dragoman.status import engine_status as status_of
 
     state = state_of(ctx)
-    status = await run_engine(ctx, status_of)
+    status = await run_engine(ctx, lambda engine: status_of(engine, daemon=daemon_status(state.settings)))
     dirs = [str(p) for p in paths.allowed_roots(None, state.settings.allowed_dirs, state.cwd)]
     out = StatusOutput.model_validate({**status, "allowed_dirs": dirs})
     packs = ", ".join(f"{p.id}{' (loaded)' if p.loaded else ''}" for p in out.packs) or "none"
