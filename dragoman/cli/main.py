@@ -192,9 +192,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
-    from dragoman.models import install as installer
     from dragoman.models.index import available
-    from dragoman.models.store import PackStore
+    from dragoman.models.install import tqdm_progress
+    from dragoman.models.packs import PackStore, install
 
     store = PackStore(settings)
     if args.packs_command == "list":
@@ -213,10 +213,10 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.packs_command == "install":
         if args.json:
-            manifest = installer.install(args.source, settings, sha256=args.sha256, replace=args.replace)
+            manifest = install(args.source, settings, sha256=args.sha256, replace=args.replace)
         else:
-            with installer.tqdm_progress("install") as progress:
-                manifest = installer.install(
+            with tqdm_progress("install") as progress:
+                manifest = install(
                     args.source, settings, sha256=args.sha256, progress=progress, replace=args.replace
                 )
         if args.json:
@@ -231,13 +231,13 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
         print(json.dumps({"removed": args.pack_id}) if args.json else f"removed {args.pack_id}")
         return 0
     if args.packs_command == "verify":
-        ids = [args.pack_id] if args.pack_id else [m.id for m, _ in store.list()]
+        ids = [args.pack_id] if args.pack_id else [m.id for m, _ in store.installed()]
         reports = [store.verify(pack_id) for pack_id in ids]
         if args.json:
             _print_json([r.to_dict() for r in reports])
         else:
             for report in reports:
-                print(f"{report.pack_id}: ok")
+                print(f"{report.model_id}: ok")
         return 0
     if args.packs_command == "available":
         entries = available(settings)

@@ -1,4 +1,4 @@
-"""Safe extraction of pack archives (zip, tar, tar.gz) and safe copies of pack directories.
+"""Safe extraction of model archives (zip, tar, tar.gz) and safe copies of model directories, any kind.
 
 Nothing in an archive is trusted: entry names that are absolute, hold ``..`` or a drive letter, link
 entries, device files, archives that declare or actually write more than the size limit and entries

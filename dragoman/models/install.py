@@ -1,12 +1,15 @@
-"""Install a pack from a directory, an archive file, an http(s) URL or an Argos index name.
+"""Install a model of any kind from a directory, an archive file, an http(s) URL or the kind's index.
 
-Archives are ``.argosmodel``/``.zip`` (zip) and ``.tar.gz``/``.tgz``/``.tar`` (converted NLLB or OPUS-MT
-packs); the format is told from the content, and :mod:`dragoman.models.extract` unpacks them
-refusing anything unsafe. Work happens in a private directory under ``packs_dir/.staging`` (same file
-system), deleted whatever happens; the checked pack, with its install record, is then renamed into
-``packs_dir/<id>`` under the packs lock, so a half-installed pack is never visible and two installs of
-one pack cannot interleave. Downloads stream through httpx into the staging directory, hashing as they
-go; a short body, an HTTP error or a checksum mismatch leaves nothing behind.
+Archives are zip (``.argosmodel``, ``.zip``) or tar (``.tar.gz``, ``.tgz``, ``.tar``); the format is told
+from the content, and :mod:`dragoman.models.extract` unpacks them refusing anything unsafe. Work happens in a
+private directory under ``<root>/.staging`` (same file system), deleted whatever happens; the model, checked
+by its kind's ``read`` and given its install record, is then renamed into ``<root>/<id>`` under the store
+lock, so a half-installed model is never visible and two installs of one model cannot interleave. Downloads
+stream through httpx into the staging directory, hashing as they go; a short body, an HTTP error or a
+checksum mismatch leaves nothing behind.
+
+:func:`install_model` is the one code path; MT packs call it through :func:`dragoman.models.packs.install`
+with the Argos index as their :class:`ModelIndex`.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic
 from urllib.parse import unquote, urlparse
 
 import httpx
@@ -36,25 +41,62 @@ from dragoman.errors import (
     map_exceptions,
 )
 from dragoman.models.extract import CHUNK, copy_dir, extract_archive
-from dragoman.models.index import fetch_index, is_index_name, pick
-from dragoman.models.manifest import ARGOS_METADATA, MANIFEST_NAME, PackManifest, read_manifest
+from dragoman.models.kind import I, M, ModelKind
 from dragoman.models.store import (
     INSTALL_RECORD,
     STAGING_DIR,
     TRASH_PREFIX,
     InstallRecord,
-    packs_lock,
+    ModelStore,
+    store_lock,
     write_record,
 )
 from dragoman.progress import ProgressCallback
-from dragoman.settings import Settings
 
-log = logging.getLogger("dragoman.packs.install")
+log = logging.getLogger("dragoman.models.install")
 
 DOWNLOAD_TIMEOUT_SECONDS = 60.0  # per read; a download may take as long as it keeps moving
 STALE_STAGING_SECONDS = 24 * 3600
 _IGNORED_TOP = {"__MACOSX", ".DS_Store"}
-_PACK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+_MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class Download:
+    """Where an index says a model is: mirror links (tried in order) and the published sha256, if any."""
+
+    links: tuple[str, ...]
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelIndex:
+    """A kind's catalogue of downloadable models, so that ``install NAME`` works.
+
+    ``matches`` tells a name from a path or URL; ``resolve`` finds what a name selects (raising
+    InvalidRequest when nothing does). ``names`` and ``listing`` word the messages: what a name looks like
+    and the command that lists the index.
+    """
+
+    names: str
+    listing: str
+    matches: Callable[[str], bool]
+    resolve: Callable[[str], Download]
+
+
+@dataclass(frozen=True)
+class _Job(Generic[M, I]):
+    """One install: where it goes, what it may weigh, the index, and whom to tell."""
+
+    store: ModelStore[M, I]
+    max_bytes: int
+    index: ModelIndex | None
+    report: ProgressCallback
+    work: Path
+
+    @property
+    def kind(self) -> ModelKind[M, I]:
+        return self.store.kind
 
 
 def _noop(done: int, total: int, message: str) -> None:
@@ -108,26 +150,30 @@ def _normal_sha(value: str | None) -> str | None:
     return hexpart
 
 
-def install(
+def install_model(
+    store: ModelStore[M, I],
     source: str | Path,
-    settings: Settings,
     *,
+    max_bytes: int,
     sha256: str | None = None,
     progress: ProgressCallback | None = None,
     replace: bool = False,
-) -> PackManifest:
-    """Install a pack and return its manifest; see the module docstring for what ``source`` may be.
+    index: ModelIndex | None = None,
+) -> M:
+    """Install a model into ``store`` and return its manifest; see the module docstring for ``source``.
 
-    Raises PackIntegrityError (checksum, unsafe or oversized archive, no pack inside), PackInstallError
-    (download failed, pack already installed and ``replace`` is False, disk full) or InvalidRequest.
+    ``max_bytes`` bounds the download and what it expands to (``settings.engine.max_pack_bytes``). Raises
+    PackIntegrityError (checksum, unsafe or oversized archive, no model of the kind inside),
+    PackInstallError (download failed, already installed and ``replace`` is False, disk full) or
+    InvalidRequest.
     """
     expected = _normal_sha(sha256)
-    report = progress or _noop
-    staging_root = settings.packs_dir / STAGING_DIR
-    with _disk_errors(f"installing a pack from {source}"):
+    staging_root = store.root / STAGING_DIR
+    with _disk_errors(f"installing a {store.kind.noun} from {source}"):
         work = _make_work_dir(staging_root)
         try:
-            return _install(source, settings, work, expected, report, replace)
+            job = _Job(store, max_bytes, index, progress or _noop, work)
+            return _install(job, source, expected, replace)
         finally:
             shutil.rmtree(work, ignore_errors=True)
             with contextlib.suppress(OSError):
@@ -144,47 +190,50 @@ def _make_work_dir(staging_root: Path) -> Path:
     raise PackInstallError(f"cannot create a staging directory in {staging_root}; check it is writable")
 
 
-def _install(
-    source: str | Path,
-    settings: Settings,
-    work: Path,
-    expected: str | None,
-    report: ProgressCallback,
-    replace: bool,
-) -> PackManifest:
+def _not_a_source(text: str, index: ModelIndex | None) -> InvalidRequest:
+    if index is None:
+        return InvalidRequest(
+            f"{text!r} is not an existing file or directory or an http(s) URL; check the path"
+        )
+    return InvalidRequest(
+        f"{text!r} is not an existing file or directory, an http(s) URL or {index.names}; "
+        f"check the path, or run `{index.listing}`"
+    )
+
+
+def _install(job: _Job[M, I], source: str | Path, expected: str | None, replace: bool) -> M:
     text = str(source)
-    extracted = work / "pack"
+    extracted = job.work / "model"
     archive_sha: str | None = None
     if isinstance(source, str) and _is_url(text):
-        archive, archive_sha = _download(text, work, settings, report)
+        archive, archive_sha = _download(job, text)
         kind, label = "url", text
     else:
         path = Path(text).expanduser()
         if path.is_dir():
             if expected is not None:
-                raise InvalidRequest("sha256 checks an archive; it cannot apply to a pack directory")
-            hashes = copy_dir(path, extracted, settings.max_pack_bytes, report)
-            return _finish(extracted, hashes, settings, "directory", str(path.resolve()), None, replace)
+                raise InvalidRequest(
+                    f"sha256 checks an archive; it cannot apply to a {job.kind.noun} directory"
+                )
+            hashes = copy_dir(path, extracted, job.max_bytes, job.report)
+            return _finish(job, extracted, hashes, "directory", str(path.resolve()), None, replace)
         if path.is_file():
             archive, kind, label = path, "file", str(path.resolve())
-            archive_sha = _hash_file(path, report)
-        elif isinstance(source, str) and is_index_name(text):
-            entry = pick(fetch_index(settings), text, where=f"the Argos index {settings.argos_index_url}")
-            expected = expected or entry.sha256
-            archive, archive_sha, label = _download_any(entry.links, work, settings, report)
+            archive_sha = _hash_file(path, job.report)
+        elif isinstance(source, str) and job.index is not None and job.index.matches(text):
+            found = job.index.resolve(text)
+            expected = expected or found.sha256
+            archive, archive_sha, label = _download_any(job, found.links)
             kind = "index"
         else:
-            raise InvalidRequest(
-                f"{text!r} is not an existing file or directory, an http(s) URL or an index name "
-                "(translate-en_es, en->es); check the path, or run `dragoman packs available`"
-            )
+            raise _not_a_source(text, job.index)
     if expected is not None and archive_sha != expected:
         raise PackIntegrityError(
             f"{label} has sha256 {archive_sha}, expected {expected}: the download is corrupt or not the "
             "published file; nothing was installed. Retry, or check the checksum you passed"
         )
-    hashes = extract_archive(archive, extracted, settings.max_pack_bytes, report)
-    return _finish(extracted, hashes, settings, kind, label, archive_sha, replace)
+    hashes = extract_archive(archive, extracted, job.max_bytes, job.report)
+    return _finish(job, extracted, hashes, kind, label, archive_sha, replace)
 
 
 def _hash_file(path: Path, report: ProgressCallback) -> str:
@@ -204,16 +253,14 @@ def _url_name(url: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "download"
 
 
-def _download_any(
-    links: tuple[str, ...], work: Path, settings: Settings, report: ProgressCallback
-) -> tuple[Path, str, str]:
+def _download_any(job: _Job[M, I], links: tuple[str, ...]) -> tuple[Path, str, str]:
     """Download the first link that works; returns (file, sha256, url)."""
     last: PackInstallError | None = None
     for url in links:
         if not _is_url(url):
             continue
         try:
-            archive, sha = _download(url, work, settings, report)
+            archive, sha = _download(job, url)
             return archive, sha, url
         except PackInstallError as exc:
             log.warning("download from %s failed: %s", url, exc.message)
@@ -225,28 +272,29 @@ def _download_any(
     )
 
 
-def _download(url: str, work: Path, settings: Settings, report: ProgressCallback) -> tuple[Path, str]:
-    """Stream ``url`` into ``work``; returns (file, sha256). Short or failed downloads raise."""
-    dest = work / f"download-{uuid.uuid4().hex[:8]}-{_url_name(url)}"
+def _download(job: _Job[M, I], url: str) -> tuple[Path, str]:
+    """Stream ``url`` into the work directory; returns (file, sha256). Short or failed downloads raise."""
+    dest = job.work / f"download-{uuid.uuid4().hex[:8]}-{_url_name(url)}"
     digest = hashlib.sha256()
     received = 0
     total = 0
-    limit = settings.max_pack_bytes
+    limit = job.max_bytes
     timeout = httpx.Timeout(DOWNLOAD_TIMEOUT_SECONDS, connect=min(DOWNLOAD_TIMEOUT_SECONDS, 30.0))
     headers = {"Accept-Encoding": "identity", "User-Agent": "dragoman"}
+    listed = f" (`{job.index.listing}` lists the index's packages)" if job.index is not None else ""
     try:
         with httpx.stream("GET", url, headers=headers, timeout=timeout, follow_redirects=True) as response:
             if response.status_code != 200:
                 raise PackInstallError(
-                    f"downloading {url} failed: HTTP {response.status_code}; check the URL "
-                    "(`dragoman packs available` lists the index's packages); nothing was installed"
+                    f"downloading {url} failed: HTTP {response.status_code}; check the URL{listed}; "
+                    "nothing was installed"
                 )
             length = response.headers.get("content-length", "")
             total = int(length) if length.isdigit() else 0
             if total > limit:
                 raise PackIntegrityError(
                     f"{url} is {total} bytes, more than max_pack_bytes ({limit}); raise "
-                    "DRAGOMAN_MAX_PACK_BYTES if you trust this pack"
+                    f"DRAGOMAN_MAX_PACK_BYTES if you trust this {job.kind.noun}"
                 )
             with dest.open("wb") as out:
                 for chunk in response.iter_bytes(CHUNK):
@@ -256,9 +304,9 @@ def _download(url: str, work: Path, settings: Settings, report: ProgressCallback
                     if received > limit:
                         raise PackIntegrityError(
                             f"{url} sent more than max_pack_bytes ({limit}) bytes; refused. Raise "
-                            "DRAGOMAN_MAX_PACK_BYTES if you trust this pack"
+                            f"DRAGOMAN_MAX_PACK_BYTES if you trust this {job.kind.noun}"
                         )
-                    report(received, total, f"downloading {_url_name(url)}")
+                    job.report(received, total, f"downloading {_url_name(url)}")
             raw = response.num_bytes_downloaded
     except httpx.HTTPError as exc:
         raise PackInstallError(
@@ -273,12 +321,12 @@ def _download(url: str, work: Path, settings: Settings, report: ProgressCallback
     return dest, digest.hexdigest()
 
 
-# --- putting the pack in place ---------------------------------------------------------------------
+# --- putting the model in place --------------------------------------------------------------------
 
 
-def _pack_root(extracted: Path) -> Path:
-    """The archive root, or its single top-level directory when the root itself is not a pack."""
-    if (extracted / MANIFEST_NAME).is_file() or (extracted / ARGOS_METADATA).is_file():
+def _model_root(extracted: Path, markers: tuple[str, ...]) -> Path:
+    """The archive root, or its single top-level directory when the root itself holds no marker file."""
+    if any((extracted / name).is_file() for name in markers):
         return extracted
     children = [c for c in extracted.iterdir() if c.name not in _IGNORED_TOP]
     if len(children) == 1 and children[0].is_dir():
@@ -287,22 +335,23 @@ def _pack_root(extracted: Path) -> Path:
 
 
 def _finish(
+    job: _Job[M, I],
     extracted: Path,
     hashes: dict[str, str],
-    settings: Settings,
-    kind: str,
+    source_kind: str,
     label: str,
     archive_sha: str | None,
     replace: bool,
-) -> PackManifest:
-    root = _pack_root(extracted)
+) -> M:
+    kind = job.kind
+    root = _model_root(extracted, kind.markers)
     try:
-        manifest = read_manifest(root)
+        manifest = kind.read(root)
     except PackIntegrityError as exc:
-        raise PackIntegrityError(f"{label} holds no usable pack: {exc.message}") from exc
-    if not _PACK_ID.match(manifest.id):
+        raise PackIntegrityError(f"{label} holds no usable {kind.noun}: {exc.message}") from exc
+    if not _MODEL_ID.match(manifest.id):
         raise PackIntegrityError(
-            f"{label}: pack id {manifest.id!r} is not a safe directory name "
+            f"{label}: {kind.noun} id {manifest.id!r} is not a safe directory name "
             "(letters, digits, '.', '_', '-', '+')"
         )
     prefix = root.relative_to(extracted).parts
@@ -315,52 +364,54 @@ def _finish(
     )
     (root / INSTALL_RECORD).unlink(missing_ok=True)  # a record shipped in an archive is not ours
     record = InstallRecord(
-        pack_id=manifest.id,
+        model_id=manifest.id,
         version=manifest.version,
         source=label,
-        source_kind=kind,
+        source_kind=source_kind,
         archive_sha256=archive_sha,
         installed_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         files=files,
+        kind=kind.name,
     )
     write_record(root, record)
-    target = _place(root, manifest, settings.packs_dir, replace)
-    log.info("installed pack %s %s from %s into %s", manifest.id, manifest.version, label, target)
+    target = _place(job, root, manifest, replace)
+    log.info("installed %s %s %s from %s into %s", kind.noun, manifest.id, manifest.version, label, target)
     return manifest
 
 
-def _sweep(packs_dir: Path) -> None:
-    """Delete leftovers of crashed installs; called with the packs lock held."""
-    for child in packs_dir.glob(f"{TRASH_PREFIX}*"):
+def _sweep(root: Path) -> None:
+    """Delete leftovers of crashed installs; called with the store lock held."""
+    for child in root.glob(f"{TRASH_PREFIX}*"):
         shutil.rmtree(child, ignore_errors=True)
     now = time.time()
-    for child in (packs_dir / STAGING_DIR).glob("*"):
+    for child in (root / STAGING_DIR).glob("*"):
         with contextlib.suppress(OSError):
             if now - child.stat().st_mtime > STALE_STAGING_SECONDS:
                 shutil.rmtree(child, ignore_errors=True)
 
 
-def _place(root: Path, manifest: PackManifest, packs_dir: Path, replace: bool) -> Path:
-    target = packs_dir / manifest.id
-    with packs_lock(packs_dir):
-        _sweep(packs_dir)
+def _place(job: _Job[M, I], ready: Path, manifest: M, replace: bool) -> Path:
+    kind, root = job.kind, job.store.root
+    target = root / manifest.id
+    with store_lock(root):
+        _sweep(root)
         if not (target.exists() or target.is_symlink()):
-            os.replace(root, target)
+            os.replace(ready, target)
             return target
         if not replace:
             try:
-                old = f"version {read_manifest(target).version}"
+                old = f"version {kind.read(target).version}"
             except PackIntegrityError:
                 old = "a broken copy"
             raise PackInstallError(
-                f"pack {manifest.id} is already installed at {target} ({old}); pass replace=True "
-                f"(`dragoman packs install ... --replace`) to swap in version {manifest.version}, or "
-                f"remove it first with `dragoman packs remove {manifest.id}`"
+                f"{kind.noun} {manifest.id} is already installed at {target} ({old}); pass replace=True "
+                f"(`{kind.command} install ... --replace`) to swap in version {manifest.version}, or "
+                f"remove it first with `{kind.command} remove {manifest.id}`"
             )
-        aside = packs_dir / f"{TRASH_PREFIX}{manifest.id}-{uuid.uuid4().hex[:8]}"
+        aside = root / f"{TRASH_PREFIX}{manifest.id}-{uuid.uuid4().hex[:8]}"
         os.replace(target, aside)
         try:
-            os.replace(root, target)
+            os.replace(ready, target)
         except BaseException:
             os.replace(aside, target)
             raise

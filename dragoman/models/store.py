@@ -1,17 +1,18 @@
-"""Installed packs: one directory per pack under ``settings.packs_dir``, named by the pack's id.
+"""Installed models of any kind: one directory per model under the kind's root, named by the model's id.
 
-Besides the pack files, each installed pack holds ``.dragoman-install.json`` (:data:`INSTALL_RECORD`):
-where it came from, the archive's sha256, when it was installed and the sha256 of every file, so
-:meth:`PackStore.verify` can tell a damaged pack from a good one. Names starting with a dot in the packs
-directory (``.staging``, ``.trash-*``) are dragoman's working space, never packs.
+MT packs live in ``settings.engine.packs_dir`` (see :mod:`dragoman.models.packs`); later kinds (speech models,
+voices) get their own roots and the same layout. Besides the model's files, each installed model holds
+``.dragoman-install.json`` (:data:`INSTALL_RECORD`): where it came from, the archive's sha256, when it was
+installed and the sha256 of every file, so :meth:`ModelStore.verify` can tell a damaged model from a good
+one. Names starting with a dot in a root (``.staging``, ``.trash-*``) are dragoman's working space, never
+models.
 
-Changes to the directory (install, remove) happen under :func:`packs_lock`, an advisory lock on the
-packs directory itself, and are renames, so a reader never sees half a pack.
+Changes to a root (install, remove) happen under :func:`store_lock`, an advisory lock on the root
+directory itself, and are renames, so a reader never sees half a model.
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import hashlib
 import json
@@ -23,18 +24,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 from dragoman.errors import PackInstallError, PackIntegrityError, PackNotInstalled
-from dragoman.models.manifest import PackManifest, read_manifest
-from dragoman.models.types import PackInfo
+from dragoman.models.kind import I, M, ModelKind
 from dragoman.progress import ProgressCallback
-from dragoman.settings import Settings
 
-log = logging.getLogger("dragoman.packs.store")
+log = logging.getLogger("dragoman.models.store")
 
-#: Installed packs with their directories; directories that are not packs with the reason.
-Installed = list[tuple[PackManifest, Path]]
+#: Directories of a root that are not models, with the reason.
 Broken = list[tuple[Path, str]]
 
 INSTALL_RECORD = ".dragoman-install.json"
@@ -42,26 +40,29 @@ STAGING_DIR = ".staging"
 TRASH_PREFIX = ".trash-"
 LOCK_TIMEOUT_SECONDS = 120.0
 HASH_CHUNK = 1024 * 1024
-INSTALL_HINT = (
-    "install one with `dragoman packs install NAME_OR_PATH_OR_URL` (`dragoman packs available` lists)"
-)
 
 
 @dataclass(frozen=True)
 class InstallRecord:
-    """What ``.dragoman-install.json`` holds."""
+    """What ``.dragoman-install.json`` holds.
 
-    pack_id: str
+    The id is written under the key ``pack_id`` whatever the kind, as records written before there were
+    other kinds have it; ``kind`` is empty in those records.
+    """
+
+    model_id: str
     version: str
     source: str
     source_kind: str  # "directory", "file", "url" or "index"
     archive_sha256: str | None
     installed_at: str  # ISO 8601, UTC
-    files: tuple[tuple[str, str], ...]  # (path relative to the pack, sha256), sorted
+    files: tuple[tuple[str, str], ...]  # (path relative to the model, sha256), sorted
+    kind: str = ""  # the ModelKind's name ("mt")
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "pack_id": self.pack_id,
+            "pack_id": self.model_id,
+            "kind": self.kind,
             "version": self.version,
             "source": self.source,
             "source_kind": self.source_kind,
@@ -79,19 +80,20 @@ class InstallRecord:
             raise PackIntegrityError(f"{where}: 'files' must map relative paths to sha256 strings")
         sha = data.get("archive_sha256")
         return cls(
-            pack_id=str(data.get("pack_id", "")),
+            model_id=str(data.get("pack_id", "")),
             version=str(data.get("version", "")),
             source=str(data.get("source", "")),
             source_kind=str(data.get("source_kind", "")),
             archive_sha256=sha if isinstance(sha, str) else None,
             installed_at=str(data.get("installed_at", "")),
             files=tuple(sorted(files.items())),
+            kind=str(data.get("kind", "")),
         )
 
 
-def read_record(pack_dir: Path) -> InstallRecord | None:
-    """The install record of a pack directory, or None when it has none (a pack copied by hand)."""
-    path = pack_dir / INSTALL_RECORD
+def read_record(model_dir: Path) -> InstallRecord | None:
+    """The install record of a model directory, or None when it has none (a model copied by hand)."""
+    path = model_dir / INSTALL_RECORD
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -104,15 +106,18 @@ def read_record(pack_dir: Path) -> InstallRecord | None:
         raise PackIntegrityError(f"{path} is not valid JSON: {exc}") from exc
 
 
-def write_record(pack_dir: Path, record: InstallRecord) -> None:
-    (pack_dir / INSTALL_RECORD).write_text(json.dumps(record.to_json(), indent=1) + "\n", encoding="utf-8")
+def write_record(model_dir: Path, record: InstallRecord) -> None:
+    (model_dir / INSTALL_RECORD).write_text(json.dumps(record.to_json(), indent=1) + "\n", encoding="utf-8")
 
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """What :meth:`PackStore.verify` checked. A mismatch raises instead of returning."""
+    """What :meth:`ModelStore.verify` checked. A mismatch raises instead of returning.
 
-    pack_id: str
+    :meth:`to_dict` names the id ``pack_id`` for every kind, as ``dragoman packs verify --json`` always has.
+    """
+
+    model_id: str
     path: Path
     version: str
     files_checked: int
@@ -125,7 +130,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "pack_id": self.pack_id,
+            "pack_id": self.model_id,
             "path": str(self.path),
             "version": self.version,
             "ok": True,
@@ -150,9 +155,9 @@ def file_sha256(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def pack_files(pack_dir: Path) -> list[Path]:
-    """Regular files of a pack (the install record excluded), sorted."""
-    return sorted(p for p in pack_dir.rglob("*") if p.is_file() and p.name != INSTALL_RECORD)
+def model_files(model_dir: Path) -> list[Path]:
+    """Regular files of a model (the install record excluded), sorted."""
+    return sorted(p for p in model_dir.rglob("*") if p.is_file() and p.name != INSTALL_RECORD)
 
 
 def dir_size(path: Path) -> int:
@@ -165,20 +170,20 @@ def dir_size(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def packs_lock(packs_dir: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[None]:
-    """Hold the advisory lock of the packs directory (created if needed) while changing it.
+def store_lock(root: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterator[None]:
+    """Hold the advisory lock of a store's root directory (created if needed) while changing it.
 
     POSIX: ``flock`` on the directory itself, so no lock file is left behind. Elsewhere: a lock file
     created with ``O_CREAT | O_EXCL``.
     """
-    packs_dir.mkdir(parents=True, exist_ok=True)
+    root.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
-        yield from _exclusive_file_lock(packs_dir / ".dragoman.lock", deadline)
+        yield from _exclusive_file_lock(root / ".dragoman.lock", deadline)
         return
-    fd = os.open(packs_dir, os.O_RDONLY)
+    fd = os.open(root, os.O_RDONLY)
     try:
         while True:
             try:
@@ -187,7 +192,7 @@ def packs_lock(packs_dir: Path, timeout: float = LOCK_TIMEOUT_SECONDS) -> Iterat
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise PackInstallError(
-                        f"another dragoman process has held the lock on {packs_dir} for {timeout:.0f} s; "
+                        f"another dragoman process has held the lock on {root} for {timeout:.0f} s; "
                         "wait for its install or remove to finish, then retry"
                     ) from None
                 time.sleep(0.05)
@@ -228,46 +233,49 @@ def discard_dir(path: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def pack_info(manifest: PackManifest, path: Path, *, loaded: bool = False) -> PackInfo:
-    """The status view of an installed pack."""
-    return PackInfo(
-        id=manifest.id,
-        kind=manifest.kind,
-        languages=manifest.languages,
-        pairs=manifest.pairs,
-        path=str(path),
-        size_bytes=dir_size(path),
-        version=manifest.version,
-        license=manifest.license,
-        quality=manifest.quality,
-        speed=manifest.speed,
-        loaded=loaded,
-    )
+def install_identity(model_dir: Path) -> tuple[int, ...]:
+    """What changes whenever a model directory is installed again, removed or replaced.
+
+    The directory's device, inode and modification time, and those of its install record: an install or
+    ``--replace`` renames a new directory into place and writes a new record, so a cache comparing two
+    identities knows a model it loaded is no longer the one on disk. Empty when the directory is gone.
+    """
+    try:
+        st = model_dir.stat()
+    except OSError:
+        return ()
+    ident: tuple[int, ...] = (st.st_dev, st.st_ino, st.st_mtime_ns)
+    with contextlib.suppress(OSError):
+        rec = (model_dir / INSTALL_RECORD).stat()
+        ident += (rec.st_ino, rec.st_mtime_ns, rec.st_size)
+    return ident
 
 
-class PackStore:
-    """The packs installed in ``settings.packs_dir``; every call reads the directory afresh."""
+class ModelStore(Generic[M, I]):
+    """The models of one kind installed under ``root``, one directory each; every call reads afresh."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.root = settings.packs_dir
+    def __init__(self, kind: ModelKind[M, I], root: Path) -> None:
+        self.kind = kind
+        self.root = root
 
-    def _scan(self) -> tuple[Installed, Broken]:
-        good: Installed = []
+    def scan(self) -> tuple[list[tuple[M, Path]], Broken]:
+        """The readable models with their directories, and the directories that are not, with the reason."""
+        good: list[tuple[M, Path]] = []
         bad: Broken = []
+        noun = self.kind.noun
         try:
             children = sorted(self.root.iterdir())
         except FileNotFoundError:
             return good, bad
         except OSError as exc:
-            log.warning("cannot read the packs directory %s: %s", self.root, exc)
-            return good, [(self.root, f"cannot read the packs directory: {exc}")]
+            log.warning("cannot read the %ss directory %s: %s", noun, self.root, exc)
+            return good, [(self.root, f"cannot read the {noun}s directory: {exc}")]
         seen: dict[str, Path] = {}
         for child in children:
             if child.name.startswith(".") or not child.is_dir():
                 continue
             try:
-                manifest = read_manifest(child)
+                manifest = self.kind.read(child)
             except PackIntegrityError as exc:
                 bad.append((child, exc.message))
                 continue
@@ -275,76 +283,80 @@ class PackStore:
                 bad.append((child, f"cannot be read: {exc}"))
                 continue
             if manifest.id in seen:
-                bad.append((child, f"pack id {manifest.id!r} is already provided by {seen[manifest.id]}"))
+                bad.append((child, f"{noun} id {manifest.id!r} is already provided by {seen[manifest.id]}"))
                 continue
             seen[manifest.id] = child
             good.append((manifest, child))
         for path, why in bad:
-            log.warning("skipping broken pack directory %s: %s", path, why)
+            log.warning("skipping broken %s directory %s: %s", noun, path, why)
         return good, bad
 
-    def list(self) -> Installed:
-        """Every readable installed pack with its directory, sorted by directory name."""
-        return self._scan()[0]
+    def installed(self) -> list[tuple[M, Path]]:
+        """Every readable installed model with its directory, sorted by directory name."""
+        return self.scan()[0]
 
     def broken(self) -> Broken:
-        """Directories of the packs dir that are not readable packs, with the reason."""
-        return self._scan()[1]
+        """Directories of the store that are not readable models, with the reason."""
+        return self.scan()[1]
 
-    def ids(self) -> builtins.list[str]:
-        return sorted(m.id for m, _ in self.list())
+    def ids(self) -> list[str]:
+        return sorted(m.id for m, _ in self.installed())
 
-    def _not_installed(self, pack_id: str) -> PackNotInstalled:
+    def infos(self) -> list[I]:
+        return [self.kind.info(manifest, path) for manifest, path in self.installed()]
+
+    def _not_installed(self, model_id: str) -> PackNotInstalled:
         ids = self.ids()
         return PackNotInstalled(
-            f"pack {pack_id!r} is not installed in {self.root}; installed: {', '.join(ids) or 'none'}; "
-            + INSTALL_HINT
+            f"{self.kind.noun} {model_id!r} is not installed in {self.root}; "
+            f"installed: {', '.join(ids) or 'none'}; " + self.kind.hint()
         )
 
-    def get(self, pack_id: str) -> tuple[PackManifest, Path]:
-        """The manifest and directory of an installed pack; raises PackNotInstalled naming what is."""
-        direct = self.root / pack_id
-        if _plain_name(pack_id) and direct.is_dir():
+    def get(self, model_id: str) -> tuple[M, Path]:
+        """The manifest and directory of an installed model; raises PackNotInstalled naming what is."""
+        direct = self.root / model_id
+        if _plain_name(model_id) and direct.is_dir():
             try:
-                manifest = read_manifest(direct)
+                manifest: M | None = self.kind.read(direct)
             except PackIntegrityError:
                 manifest = None
-            if manifest is not None and manifest.id == pack_id:
+            if manifest is not None and manifest.id == model_id:
                 return manifest, direct
-        for manifest, path in self.list():
-            if manifest.id == pack_id:
-                return manifest, path
-        raise self._not_installed(pack_id)
+        for found, path in self.installed():
+            if found.id == model_id:
+                return found, path
+        raise self._not_installed(model_id)
 
-    def _locate(self, pack_id: str) -> Path:
-        """The directory of a pack by id, or of a broken pack directory by its name."""
+    def _locate(self, model_id: str) -> Path:
+        """The directory of a model by id, or of a broken model directory by its name."""
         try:
-            return self.get(pack_id)[1]
+            return self.get(model_id)[1]
         except PackNotInstalled:
-            direct = self.root / pack_id
-            if _plain_name(pack_id) and direct.is_dir():
+            direct = self.root / model_id
+            if _plain_name(model_id) and direct.is_dir():
                 return direct
             raise
 
-    def remove(self, pack_id: str) -> Path:
-        """Uninstall a pack (or a broken pack directory named ``pack_id``); returns where it was."""
-        with packs_lock(self.root):
-            path = self._locate(pack_id)
+    def remove(self, model_id: str) -> Path:
+        """Uninstall a model (or a broken model directory named ``model_id``); returns where it was."""
+        with store_lock(self.root):
+            path = self._locate(model_id)
             discard_dir(path)
-        log.info("removed pack %s from %s", pack_id, path)
+        log.info("removed %s %s from %s", self.kind.noun, model_id, path)
         return path
 
-    def verify(self, pack_id: str, *, progress: ProgressCallback | None = None) -> VerifyReport:
+    def verify(self, model_id: str, *, progress: ProgressCallback | None = None) -> VerifyReport:
         """Check structure and re-hash every file against the install record.
 
         Raises PackIntegrityError naming the damaged files (and how to repair) on any mismatch.
         """
-        path = self._locate(pack_id)
-        manifest = read_manifest(path)  # structure: raises PackIntegrityError
+        path = self._locate(model_id)
+        manifest = self.kind.read(path)  # structure: raises PackIntegrityError
         record = read_record(path)
+        command = self.kind.command
         if record is None:
             return VerifyReport(
-                pack_id=manifest.id,
+                model_id=manifest.id,
                 path=path,
                 version=manifest.version,
                 files_checked=0,
@@ -355,7 +367,7 @@ class PackStore:
                 installed_at=None,
                 warnings=(
                     f"{path} has no {INSTALL_RECORD} (installed by hand?): only its structure was checked; "
-                    "reinstall with `dragoman packs install PATH --replace` to record file hashes",
+                    f"reinstall with `{command} install PATH --replace` to record file hashes",
                 ),
             )
         problems: list[str] = []
@@ -375,16 +387,16 @@ class PackStore:
         if progress is not None:
             progress(total, total, "verified")
         recorded = {rel for rel, _ in record.files}
-        extra = [p.relative_to(path).as_posix() for p in pack_files(path)]
+        extra = [p.relative_to(path).as_posix() for p in model_files(path)]
         warnings = tuple(f"{rel} is not in the install record" for rel in extra if rel not in recorded)
         if problems:
             shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
             raise PackIntegrityError(
-                f"pack {manifest.id} at {path} is damaged: {shown}. Reinstall it with "
-                f"`dragoman packs install {record.source or 'SOURCE'} --replace`"
+                f"{self.kind.noun} {manifest.id} at {path} is damaged: {shown}. Reinstall it with "
+                f"`{command} install {record.source or 'SOURCE'} --replace`"
             )
         return VerifyReport(
-            pack_id=manifest.id,
+            model_id=manifest.id,
             path=path,
             version=manifest.version,
             files_checked=total,

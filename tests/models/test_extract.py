@@ -16,23 +16,22 @@ import pytest
 
 from dragoman.errors import PackIntegrityError
 from dragoman.models.extract import _Budget, extract_archive, safe_parts
-from dragoman.models.install import install
-from dragoman.models.store import PackStore
+from dragoman.models.packs import PackStore, install
 from dragoman.settings import Settings
 
 MiB = 1024 * 1024
 
 
 def make_settings(tmp_path: Path, **kw: object) -> Settings:
-    return Settings(packs_dir=tmp_path / "packs", glossary_path=tmp_path / "glossary.json", **kw)  # type: ignore[arg-type]
+    return Settings.build(packs_dir=tmp_path / "packs", glossary_path=tmp_path / "glossary.json", **kw)
 
 
 def leftovers(settings: Settings) -> list[str]:
     """Everything in the packs dir that is not an installed pack."""
-    if not settings.packs_dir.exists():
+    if not settings.engine.packs_dir.exists():
         return []
-    installed = {p.name for _, p in PackStore(settings).list()}
-    return sorted(p.name for p in settings.packs_dir.iterdir() if p.name not in installed)
+    installed = {p.name for _, p in PackStore(settings).installed()}
+    return sorted(p.name for p in settings.engine.packs_dir.iterdir() if p.name not in installed)
 
 
 def sha(path: Path) -> str:

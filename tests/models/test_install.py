@@ -8,18 +8,18 @@ import json
 import os
 import tarfile
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 
 from dragoman.errors import InvalidRequest, PackInstallError, PackIntegrityError
 from dragoman.models import install as install_mod
-from dragoman.models.install import install
 from dragoman.models.manifest import read_manifest
-from dragoman.models.store import PackStore, read_record
+from dragoman.models.packs import PackStore, install
+from dragoman.models.store import read_record
 from dragoman.settings import Settings
 from dragoman.testing.tinypack import build_argos_archive, build_argos_pack, build_multilingual_pack
 
@@ -27,15 +27,15 @@ MiB = 1024 * 1024
 
 
 def make_settings(tmp_path: Path, **kw: object) -> Settings:
-    return Settings(packs_dir=tmp_path / "packs", glossary_path=tmp_path / "glossary.json", **kw)  # type: ignore[arg-type]
+    return Settings.build(packs_dir=tmp_path / "packs", glossary_path=tmp_path / "glossary.json", **kw)
 
 
 def leftovers(settings: Settings) -> list[str]:
     """Everything in the packs dir that is not an installed pack."""
-    if not settings.packs_dir.exists():
+    if not settings.engine.packs_dir.exists():
         return []
-    installed = {p.name for _, p in PackStore(settings).list()}
-    return sorted(p.name for p in settings.packs_dir.iterdir() if p.name not in installed)
+    installed = {p.name for _, p in PackStore(settings).installed()}
+    return sorted(p.name for p in settings.engine.packs_dir.iterdir() if p.name not in installed)
 
 
 def sha(path: Path) -> str:
@@ -137,7 +137,7 @@ def test_install_from_directory(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     manifest = install(src, settings)
     assert manifest.id == "argos-en-es" and manifest.pairs == (("eng_Latn", "spa_Latn"),)
-    installed = settings.packs_dir / "argos-en-es"
+    installed = settings.engine.packs_dir / "argos-en-es"
     assert sha(installed / "model" / "model.bin") == sha(src / "model" / "model.bin")
     assert read_manifest(installed) == manifest
     assert leftovers(settings) == []
@@ -155,7 +155,7 @@ def test_install_from_argosmodel_file(tmp_path: Path, archives: dict[str, Path])
     calls: list[tuple[int, int, str]] = []
     manifest = install(str(archives["v10"]), settings, progress=lambda d, t, m: calls.append((d, t, m)))
     assert (manifest.id, manifest.version) == ("argos-en-es", "1.0")
-    record = read_record(settings.packs_dir / "argos-en-es")
+    record = read_record(settings.engine.packs_dir / "argos-en-es")
     assert record is not None
     assert record.archive_sha256 == sha(archives["v10"]) and record.source_kind == "file"
     assert "model/model.bin" in dict(record.files)  # re-keyed relative to the pack, not the archive
@@ -180,7 +180,7 @@ def test_install_from_tar_gz(tmp_path: Path, archives: dict[str, Path]) -> None:
     settings = make_settings(tmp_path)
     manifest = install(archives["tgz"], settings, sha256=sha(archives["tgz"]))
     assert manifest.id == "nllb-tiny" and manifest.kind == "multilingual"
-    assert sha(settings.packs_dir / "nllb-tiny" / "model" / "model.bin") == sha(
+    assert sha(settings.engine.packs_dir / "nllb-tiny" / "model" / "model.bin") == sha(
         archives["multi_dir"] / "model" / "model.bin"
     )
     assert leftovers(settings) == []
@@ -190,7 +190,7 @@ def test_install_from_file_with_wrong_sha256(tmp_path: Path, archives: dict[str,
     settings = make_settings(tmp_path)
     with pytest.raises(PackIntegrityError, match="expected"):
         install(archives["v10"], settings, sha256="sha256:" + "0" * 64)
-    assert leftovers(settings) == [] and PackStore(settings).list() == []
+    assert leftovers(settings) == [] and PackStore(settings).installed() == []
 
 
 def test_bad_sha256_argument(tmp_path: Path, archives: dict[str, Path]) -> None:
@@ -206,17 +206,17 @@ def test_unknown_source(tmp_path: Path) -> None:
 def test_replace_false_keeps_the_old_pack_and_true_swaps(tmp_path: Path, archives: dict[str, Path]) -> None:
     settings = make_settings(tmp_path)
     install(archives["v10"], settings)
-    before = sha(settings.packs_dir / "argos-en-es" / "model" / "model.bin")
+    before = sha(settings.engine.packs_dir / "argos-en-es" / "model" / "model.bin")
     with pytest.raises(PackInstallError, match="already installed") as info:
         install(archives["v11"], settings)
     assert "--replace" in info.value.message
-    assert read_manifest(settings.packs_dir / "argos-en-es").version == "1.0"
-    assert sha(settings.packs_dir / "argos-en-es" / "model" / "model.bin") == before
+    assert read_manifest(settings.engine.packs_dir / "argos-en-es").version == "1.0"
+    assert sha(settings.engine.packs_dir / "argos-en-es" / "model" / "model.bin") == before
     assert leftovers(settings) == []
     manifest = install(archives["v11"], settings, replace=True)
     assert manifest.version == "1.1"
-    assert read_manifest(settings.packs_dir / "argos-en-es").version == "1.1"
-    assert sha(settings.packs_dir / "argos-en-es" / "model" / "model.bin") != before
+    assert read_manifest(settings.engine.packs_dir / "argos-en-es").version == "1.1"
+    assert sha(settings.engine.packs_dir / "argos-en-es" / "model" / "model.bin") != before
     assert leftovers(settings) == []
     PackStore(settings).verify("argos-en-es")
 
@@ -264,7 +264,7 @@ def test_install_over_http_with_progress_and_sha256(
     assert downloads and downloads[-1] == (len(body), len(body))
     assert all(t == len(body) for _, t in downloads)
     assert [d for d, _ in downloads] == sorted(d for d, _ in downloads)
-    record = read_record(settings.packs_dir / "argos-en-es")
+    record = read_record(settings.engine.packs_dir / "argos-en-es")
     assert record is not None and record.source == url and record.archive_sha256 == sha(archives["v10"])
     assert leftovers(settings) == []
 
@@ -274,7 +274,7 @@ def test_http_wrong_sha256_leaves_nothing(tmp_path: Path, server: Server, archiv
     settings = make_settings(tmp_path)
     with pytest.raises(PackIntegrityError, match="nothing was installed"):
         install(url, settings, sha256="f" * 64)
-    assert leftovers(settings) == [] and PackStore(settings).list() == []
+    assert leftovers(settings) == [] and PackStore(settings).installed() == []
 
 
 def test_interrupted_download_leaves_nothing(
@@ -285,7 +285,7 @@ def test_interrupted_download_leaves_nothing(
     with pytest.raises(PackInstallError, match="interrupted"):
         install(url, settings)
     assert leftovers(settings) == []
-    assert not (settings.packs_dir / "argos-en-es").exists()
+    assert not (settings.engine.packs_dir / "argos-en-es").exists()
 
 
 def test_http_404(tmp_path: Path, server: Server) -> None:
@@ -301,10 +301,11 @@ def test_http_stall_times_out(
     monkeypatch.setattr(install_mod, "DOWNLOAD_TIMEOUT_SECONDS", 0.3)
     url = server.serve("/slow.argosmodel", archives["v10"].read_bytes(), mode="slow")
     settings = make_settings(tmp_path)
-    start = time.monotonic()
-    with pytest.raises(PackInstallError, match="interrupted"):
+    with pytest.raises(PackInstallError, match="interrupted") as caught:
         install(url, settings)
-    assert time.monotonic() - start < 5
+    # The client gave up by its own read timeout; the server still holds the stalled connection open (it lets
+    # go only after 10 s, which would end in a short body, not a timeout).
+    assert isinstance(caught.value.__cause__, httpx.ReadTimeout), repr(caught.value.__cause__)
     assert leftovers(settings) == []
 
 
@@ -358,7 +359,7 @@ def test_install_through_the_argos_index(tmp_path: Path, server: Server, archive
     assert (manifest.id, manifest.version) == ("argos-en-es", "1.1")
     assert "/v1/translate-en_es-1_1.argosmodel" in server.hits
     assert "/v1/translate-en_es-1_0.argosmodel" not in server.hits
-    record = read_record(settings.packs_dir / "argos-en-es")
+    record = read_record(settings.engine.packs_dir / "argos-en-es")
     assert record is not None and record.source_kind == "index" and record.source == v11
     PackStore(settings).remove("argos-en-es")
     assert install("translate-en_es", settings).version == "1.1"

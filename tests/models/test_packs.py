@@ -11,14 +11,14 @@ import pytest
 from dragoman.errors import InvalidRequest, PackInstallError, PackIntegrityError, PackNotInstalled
 from dragoman.models import index as index_mod
 from dragoman.models.index import IndexEntry, is_index_name, newest, parse_index, pick, version_key
-from dragoman.models.install import install
-from dragoman.models.store import INSTALL_RECORD, PackStore, packs_lock, read_record
+from dragoman.models.packs import PackStore, install
+from dragoman.models.store import INSTALL_RECORD, read_record, store_lock
 from dragoman.settings import Settings
 from dragoman.testing.tinypack import build_argos_pack, build_multilingual_pack
 
 
 def make_settings(tmp_path: Path, **kw: object) -> Settings:
-    return Settings(packs_dir=tmp_path / "packs", glossary_path=tmp_path / "glossary.json", **kw)  # type: ignore[arg-type]
+    return Settings.build(packs_dir=tmp_path / "packs", glossary_path=tmp_path / "glossary.json", **kw)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def multi(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_empty_store_lists_nothing(tmp_path: Path) -> None:
     store = PackStore(make_settings(tmp_path))
-    assert store.list() == []
+    assert store.installed() == []
     assert store.broken() == []
     with pytest.raises(PackNotInstalled) as info:
         store.get("argos-en-es")
@@ -50,21 +50,21 @@ def test_list_get_and_broken(tmp_path: Path, en_es: Path, multi: Path) -> None:
     settings = make_settings(tmp_path)
     install(en_es, settings)
     install(multi, settings)
-    (settings.packs_dir / "junk").mkdir()
-    (settings.packs_dir / "junk" / "notes.txt").write_text("not a pack")
-    (settings.packs_dir / ".staging").mkdir()  # working space, neither a pack nor broken
-    (settings.packs_dir / "stray-file.txt").write_text("x")
+    (settings.engine.packs_dir / "junk").mkdir()
+    (settings.engine.packs_dir / "junk" / "notes.txt").write_text("not a pack")
+    (settings.engine.packs_dir / ".staging").mkdir()  # working space, neither a pack nor broken
+    (settings.engine.packs_dir / "stray-file.txt").write_text("x")
     store = PackStore(settings)
-    listed = {m.id: p for m, p in store.list()}
+    listed = {m.id: p for m, p in store.installed()}
     assert listed == {
-        "argos-en-es": settings.packs_dir / "argos-en-es",
-        "tiny-nllb": settings.packs_dir / "tiny-nllb",
+        "argos-en-es": settings.engine.packs_dir / "argos-en-es",
+        "tiny-nllb": settings.engine.packs_dir / "tiny-nllb",
     }
     broken = store.broken()
     assert [p.name for p, _ in broken] == ["junk"]
     assert "is not a pack" in broken[0][1]
     manifest, path = store.get("tiny-nllb")
-    assert manifest.kind == "multilingual" and path == settings.packs_dir / "tiny-nllb"
+    assert manifest.kind == "multilingual" and path == settings.engine.packs_dir / "tiny-nllb"
     with pytest.raises(PackNotInstalled) as info:
         store.get("argos-en-fr")
     assert "argos-en-es, tiny-nllb" in info.value.message
@@ -72,10 +72,10 @@ def test_list_get_and_broken(tmp_path: Path, en_es: Path, multi: Path) -> None:
 
 def test_get_finds_a_pack_copied_by_hand_under_another_name(tmp_path: Path, en_es: Path) -> None:
     settings = make_settings(tmp_path)
-    settings.packs_dir.mkdir(parents=True)
+    settings.engine.packs_dir.mkdir(parents=True)
     import shutil
 
-    shutil.copytree(en_es, settings.packs_dir / "translate-en_es-1_0")
+    shutil.copytree(en_es, settings.engine.packs_dir / "translate-en_es-1_0")
     manifest, path = PackStore(settings).get("argos-en-es")
     assert path.name == "translate-en_es-1_0" and manifest.pairs == (("eng_Latn", "spa_Latn"),)
 
@@ -85,9 +85,9 @@ def test_duplicate_ids_are_reported_broken(tmp_path: Path, en_es: Path) -> None:
     install(en_es, settings)
     import shutil
 
-    shutil.copytree(en_es, settings.packs_dir / "zz-copy")
+    shutil.copytree(en_es, settings.engine.packs_dir / "zz-copy")
     store = PackStore(settings)
-    assert [m.id for m, _ in store.list()] == ["argos-en-es"]
+    assert [m.id for m, _ in store.installed()] == ["argos-en-es"]
     assert [(p.name, "already provided" in why) for p, why in store.broken()] == [("zz-copy", True)]
 
 
@@ -96,33 +96,33 @@ def test_remove(tmp_path: Path, en_es: Path) -> None:
     install(en_es, settings)
     store = PackStore(settings)
     removed = store.remove("argos-en-es")
-    assert removed == settings.packs_dir / "argos-en-es"
+    assert removed == settings.engine.packs_dir / "argos-en-es"
     assert not removed.exists()
-    assert sorted(p.name for p in settings.packs_dir.iterdir()) == []
+    assert sorted(p.name for p in settings.engine.packs_dir.iterdir()) == []
     with pytest.raises(PackNotInstalled):
         store.remove("argos-en-es")
 
 
 def test_remove_a_broken_directory_by_name(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
-    (settings.packs_dir / "junk").mkdir(parents=True)
+    (settings.engine.packs_dir / "junk").mkdir(parents=True)
     PackStore(settings).remove("junk")
-    assert not (settings.packs_dir / "junk").exists()
+    assert not (settings.engine.packs_dir / "junk").exists()
 
 
 @pytest.mark.parametrize("name", ["..", ".staging", "../packs", "a/b", ""])
 def test_remove_refuses_names_outside_the_store(tmp_path: Path, name: str) -> None:
     settings = make_settings(tmp_path)
-    (settings.packs_dir / ".staging").mkdir(parents=True)
+    (settings.engine.packs_dir / ".staging").mkdir(parents=True)
     with pytest.raises(PackNotInstalled):
         PackStore(settings).remove(name)
-    assert settings.packs_dir.is_dir() and (settings.packs_dir / ".staging").is_dir()
+    assert settings.engine.packs_dir.is_dir() and (settings.engine.packs_dir / ".staging").is_dir()
 
 
 def test_install_record_and_verify(tmp_path: Path, en_es: Path) -> None:
     settings = make_settings(tmp_path)
     install(en_es, settings)
-    path = settings.packs_dir / "argos-en-es"
+    path = settings.engine.packs_dir / "argos-en-es"
     record = read_record(path)
     assert record is not None
     files = dict(record.files)
@@ -145,7 +145,7 @@ def test_install_record_and_verify(tmp_path: Path, en_es: Path) -> None:
 def test_verify_detects_a_modified_model(tmp_path: Path, en_es: Path) -> None:
     settings = make_settings(tmp_path)
     install(en_es, settings)
-    model = settings.packs_dir / "argos-en-es" / "model" / "model.bin"
+    model = settings.engine.packs_dir / "argos-en-es" / "model" / "model.bin"
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0xFF
     model.write_bytes(bytes(data))
@@ -158,7 +158,7 @@ def test_verify_detects_a_modified_model(tmp_path: Path, en_es: Path) -> None:
 def test_verify_detects_a_missing_file_and_reports_extra_ones(tmp_path: Path, en_es: Path) -> None:
     settings = make_settings(tmp_path)
     install(en_es, settings)
-    pack = settings.packs_dir / "argos-en-es"
+    pack = settings.engine.packs_dir / "argos-en-es"
     (pack / "notes.txt").write_text("added later")
     assert PackStore(settings).verify("argos-en-es").warnings == ("notes.txt is not in the install record",)
     (pack / "model" / "config.json").unlink()
@@ -169,11 +169,11 @@ def test_verify_detects_a_missing_file_and_reports_extra_ones(tmp_path: Path, en
 def test_verify_structure_only_without_record(tmp_path: Path, en_es: Path) -> None:
     settings = make_settings(tmp_path)
     install(en_es, settings)
-    (settings.packs_dir / "argos-en-es" / INSTALL_RECORD).unlink()
+    (settings.engine.packs_dir / "argos-en-es" / INSTALL_RECORD).unlink()
     report = PackStore(settings).verify("argos-en-es")
     assert not report.has_record and report.files_checked == 0
     assert "only its structure" in report.warnings[0]
-    (settings.packs_dir / "argos-en-es" / "model" / "model.bin").unlink()
+    (settings.engine.packs_dir / "argos-en-es" / "model" / "model.bin").unlink()
     with pytest.raises(PackIntegrityError, match="model.bin is missing"):
         PackStore(settings).verify("argos-en-es")
 
@@ -185,7 +185,7 @@ def test_packs_lock_excludes_a_second_holder(tmp_path: Path) -> None:
     order: list[str] = []
 
     def hold() -> None:
-        with packs_lock(packs):
+        with store_lock(packs):
             order.append("first in")
             entered.set()
             release.wait(5)
@@ -195,10 +195,10 @@ def test_packs_lock_excludes_a_second_holder(tmp_path: Path) -> None:
     thread.start()
     assert entered.wait(5)
     with pytest.raises(PackInstallError, match="held the lock"):
-        with packs_lock(packs, timeout=0.2):
+        with store_lock(packs, timeout=0.2):
             pass
     release.set()
-    with packs_lock(packs, timeout=5):
+    with store_lock(packs, timeout=5):
         order.append("second in")
     thread.join()
     assert order == ["first in", "first out", "second in"]
