@@ -391,10 +391,9 @@ def test_content_length_over_2mb_is_413_before_the_body_is_read(daemon: Backgrou
         f"POST /translate HTTP/1.1\r\nHost: 127.0.0.1:{daemon.port}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {MB2 + 1}\r\nConnection: close\r\n\r\n"
     ).encode()
-    started = time.monotonic()
-    status, body = raw_http(daemon.port, head)  # no body sent at all: the answer cannot wait for it
+    # No body is sent at all: a server waiting for it would never answer (raw_http's socket times out).
+    status, body = raw_http(daemon.port, head)
     assert status == 413 and json.loads(body)["code"] == "body_too_large"
-    assert time.monotonic() - started < 5
 
 
 def test_chunked_body_over_2mb_is_413(daemon: BackgroundDaemon) -> None:
