@@ -3,6 +3,11 @@
 One :class:`Engine` per process. It loads each pack once (see ``pack_cache``), is safe to
 call from many threads, and stamps every result with its provenance ('on-device' locally, 'server' when
 hosted). A batch makes one pass per route over its deduplicated, length-sorted segments.
+
+The engine is stateless about users: what a call needs comes in its :class:`TranslateOptions` (target,
+source, tier, glossary entries) and its optional :class:`~dragoman.progress.JobContext` (progress,
+cancellation, deadline), and each result echoes the options as they were taken. Two tenants of one process
+share the engine, never each other's terms.
 """
 
 from __future__ import annotations
@@ -19,17 +24,25 @@ from dragoman.languages.detection import Detector
 from dragoman.languages.types import Detection, Language
 from dragoman.limits import MAX_BATCH_TEXTS, MAX_TEXT_CHARS, TIERS, Provenance, Tier
 from dragoman.models.types import PackInfo
-from dragoman.progress import ProgressCallback
+from dragoman.progress import JobContext
 from dragoman.settings import Settings
 from dragoman.translation import guards
 from dragoman.translation.backends.apertium import apertium_status
 from dragoman.translation.backends.ctranslate2_backend import cpu_support
-from dragoman.translation.glossary import GlossaryStore, validate_entries
+from dragoman.translation.glossary import for_pair as glossary_for_pair
+from dragoman.translation.glossary import validate_entries
 from dragoman.translation.pack_cache import PackRegistry
 from dragoman.translation.protection import protect
 from dragoman.translation.routing import reachable_pairs
 from dragoman.translation.segmentation import Segmented, segment
-from dragoman.translation.types import GlossaryEntry, Pieces, Protected, Route, TranslationResult
+from dragoman.translation.types import (
+    GlossaryEntry,
+    Pieces,
+    Protected,
+    Route,
+    TranslateOptions,
+    TranslationResult,
+)
 
 log = logging.getLogger("dragoman.translation")
 
@@ -46,6 +59,13 @@ class _Group:
     indexes: list[int] = field(default_factory=list)
     layouts: list[list[Segmented]] = field(default_factory=list)
     warnings: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _note(pack_id: str, code: str, count: int) -> str:
+    """A result warning for what a backend noted while translating one hop."""
+    if code == "unknown_words":
+        return f"unknown_words: {pack_id} left {count} word(s) it does not know untranslated"
+    return f"{code}: {pack_id} reported {count}"
 
 
 def _pieces_text(pieces: Pieces) -> str:
@@ -77,8 +97,7 @@ class Engine:
         self.settings = settings or Settings.from_env()
         self.provenance: Provenance = provenance
         self.registry = PackRegistry(self.settings)
-        self.detector = Detector(self.settings.detection_model)
-        self.glossary = GlossaryStore(self.settings.glossary_path)
+        self.detector = Detector(self.settings.engine.detection_model)
         self.started = time.time()
 
     # ----- languages -----------------------------------------------------------------------------
@@ -128,52 +147,45 @@ class Engine:
 
     # ----- translation ---------------------------------------------------------------------------
     def translate(
-        self,
-        text: str,
-        target: str,
-        source: str | None = None,
-        tier: str | None = None,
-        glossary: Sequence[GlossaryEntry] | None = None,
-        progress: ProgressCallback | None = None,
+        self, text: str, options: TranslateOptions, *, context: JobContext | None = None
     ) -> TranslationResult:
-        return self.translate_batch([text], target, source, tier, glossary, progress)[0]
+        """Translate one text; see :meth:`translate_batch`."""
+        return self.translate_batch([text], options, context=context)[0]
 
     def translate_batch(
-        self,
-        texts: Sequence[str],
-        target: str,
-        source: str | None = None,
-        tier: str | None = None,
-        glossary: Sequence[GlossaryEntry] | None = None,
-        progress: ProgressCallback | None = None,
+        self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
     ) -> list[TranslationResult]:
         """Translate up to ``MAX_BATCH_TEXTS`` texts; results come back in input order.
 
-        Without ``source`` each text is detected on its own (a batch may mix languages). Without
-        ``glossary`` the user's glossary file applies; an empty list means no glossary at all.
+        Without ``options.source`` each text is detected on its own (a batch may mix languages). Of
+        ``options.glossary`` each language pair applies the entries scoped to it (at most 200, the most
+        specific first); the engine has no glossary of its own. With a ``context``, progress is reported
+        and cancellation and the deadline are checked between chunks of segments.
         """
         if (
             not isinstance(texts, str) and len(texts) > MAX_BATCH_TEXTS
         ):  # the type is checked by translate_many
             raise LimitExceeded(f"a batch holds at most {MAX_BATCH_TEXTS} texts; got {len(texts)}: split it")
-        return self.translate_many(texts, target, source, tier, glossary, progress)
+        return self.translate_many(texts, options, context=context)
 
     def translate_many(
-        self,
-        texts: Sequence[str],
-        target: str,
-        source: str | None = None,
-        tier: str | None = None,
-        glossary: Sequence[GlossaryEntry] | None = None,
-        progress: ProgressCallback | None = None,
+        self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
     ) -> list[TranslationResult]:
         """:meth:`translate_batch` without the batch cap, for documents: still one pass per route."""
         started = time.perf_counter()
-        chosen_tier = self._tier(tier)
+        if not isinstance(options, TranslateOptions):
+            raise InvalidRequest(
+                "options must be TranslateOptions(target, source=..., tier=..., glossary=...); "
+                f"got {type(options).__name__}"
+            )
+        chosen_tier = self._tier(options.tier)
         self._check_texts(texts)
-        target_code = resolve(target)
-        source_code = resolve(source) if source is not None else None
-        entries = validate_entries(glossary) if glossary is not None else None
+        target_code = resolve(options.target)
+        source_code = resolve(options.source) if options.source is not None else None
+        entries = validate_entries(options.glossary, limit=None)
+        taken = TranslateOptions(target_code, source_code, chosen_tier, entries)
+        if context is not None:
+            context.check()
         groups, detections = self._group_by_source(texts, source_code)
         outputs: list[str] = list(texts)
         warnings: dict[int, list[str]] = {i: [] for i in range(len(texts))}
@@ -181,9 +193,9 @@ class Engine:
         for group in groups.values():
             for i, note in group.warnings.items():
                 warnings[i].extend(note)
-            applied = self._glossary_for(group.source, target_code, entries)
+            applied = glossary_for_pair(entries, group.source, target_code)
             route, group_warnings = self._translate_group(
-                group, texts, target_code, chosen_tier, applied, outputs, progress
+                group, texts, target_code, chosen_tier, applied, outputs, context
             )
             for i in group.indexes:
                 warnings[i].extend(group_warnings.get(i, []))
@@ -205,13 +217,14 @@ class Engine:
                     route=tuple(route.describe()) if route else (),
                     tier=chosen_tier,
                     detected=detections.get(i),
+                    options=taken,
                 )
             )
         return results
 
     # ----- steps ---------------------------------------------------------------------------------
     def _tier(self, tier: str | None) -> Tier:
-        chosen = tier or self.settings.default_tier
+        chosen = tier or self.settings.engine.default_tier
         if chosen == "best":
             return "best"
         if chosen == "fast":
@@ -255,13 +268,6 @@ class Engine:
                 )
         return groups, detections
 
-    def _glossary_for(
-        self, source: str, target: str, entries: tuple[GlossaryEntry, ...] | None
-    ) -> tuple[GlossaryEntry, ...]:
-        if entries is None:
-            return self.glossary.for_pair(source, target)
-        return tuple(e for e in entries if e.applies_to(source, target))
-
     def route(self, source: str, target: str, tier: Tier = "best") -> Route:
         routes = self.registry.routes(source, target, tier)
         if routes:
@@ -285,7 +291,7 @@ class Engine:
         tier: Tier,
         glossary: tuple[GlossaryEntry, ...],
         outputs: list[str],
-        progress: ProgressCallback | None,
+        context: JobContext | None,
     ) -> tuple[Route | None, dict[int, list[str]]]:
         notes: dict[int, list[str]] = {}
         if group.source == target:
@@ -302,9 +308,9 @@ class Engine:
         protected = {i: [protect(s, glossary) for s in layout.sentences] for i, layout in layouts.items()}
         unique = dict.fromkeys(pieces for segments in protected.values() for pieces in segments)
         ordered = sorted(unique, key=lambda p: len(_pieces_text(p)))
-        translated, run_notes = self._run_route(route, ordered, progress)
+        translated, run_notes = self._run_route(route, ordered, context)
         if tier == "fast":
-            translated, guard_notes = self._guard(route, ordered, translated, group.source, target)
+            translated, guard_notes = self._guard(route, ordered, translated, group.source, target, context)
             run_notes.extend(guard_notes)
         by_pieces = dict(zip(ordered, translated, strict=True))
         for i, layout in layouts.items():
@@ -313,9 +319,13 @@ class Engine:
         return route, notes
 
     def _run_route(
-        self, route: Route, batch: list[Pieces], progress: ProgressCallback | None
+        self, route: Route, batch: list[Pieces], context: JobContext | None, *, report: bool = True
     ) -> tuple[list[str], list[str]]:
-        """Send ``batch`` through every hop of ``route``; spans are re-marked between hops."""
+        """Send ``batch`` through every hop of ``route``; spans are re-marked between hops.
+
+        With a ``context``, work stops between chunks once it is cancelled or past its deadline, and
+        (``report``) each chunk done is reported. The backends' notes become warnings, summed per hop.
+        """
         notes: list[str] = []
         current: list[Pieces] = batch
         total = len(batch) * len(route.hops)
@@ -324,25 +334,31 @@ class Engine:
         for hop in route.hops:
             backend = self.registry.backend(hop.pack_id)
             out = []
-            unknown = 0
+            counts: dict[str, int] = {}
             for start in range(0, len(current), CHUNK_SEGMENTS):
+                if context is not None:
+                    context.check()
                 chunk = current[start : start + CHUNK_SEGMENTS]
-                out.extend(backend.translate_batch(chunk, hop.source, hop.target))
-                # Apertium counts the words it left untranslated (per calling thread); others have none.
-                unknown += int(getattr(backend, "last_unknown_words", 0))
+                answer = backend.translate_batch(chunk, hop.source, hop.target)
+                out.extend(answer.texts)
+                for code, count in answer.notes.items():
+                    counts[code] = counts.get(code, 0) + count
                 done += len(chunk)
-                if progress is not None:
-                    progress(done, total, f"{hop.pack_id}: {hop.source}->{hop.target}")
-            if unknown:
-                notes.append(
-                    f"unknown_words: {hop.pack_id} left {unknown} word(s) it does not know untranslated"
-                )
+                if context is not None and report:
+                    context.report(done, total, f"{hop.pack_id}: {hop.source}->{hop.target}")
+            notes.extend(_note(hop.pack_id, code, count) for code, count in counts.items() if count)
             spans = [[p for p in pieces if isinstance(p, Protected)] for pieces in batch]
             current = [_reprotect(text, s) if s else (text,) for text, s in zip(out, spans, strict=True)]
         return out, notes
 
     def _guard(
-        self, route: Route, batch: list[Pieces], translated: list[str], source: str, target: str
+        self,
+        route: Route,
+        batch: list[Pieces],
+        translated: list[str],
+        source: str,
+        target: str,
+        context: JobContext | None,
     ) -> tuple[list[str], list[str]]:
         """Check each segment; send those that trip a guard through the best route."""
         tripped: dict[int, list[str]] = {}
@@ -359,7 +375,7 @@ class Engine:
                 f"guard: {', '.join(names)} tripped on {len(tripped)} segment(s); "
                 "no better route is installed, result kept"
             ]
-        retried, _ = self._run_route(best, [batch[i] for i in tripped], None)
+        retried, _ = self._run_route(best, [batch[i] for i in tripped], context, report=False)
         fixed = list(translated)
         for i, text in zip(tripped, retried, strict=True):
             fixed[i] = text

@@ -1,19 +1,12 @@
-"""Glossaries (spec 2.7): validation of the entries a request carries, and the user's glossary file.
+"""Glossaries (spec 2.7): checking the entries a caller gives, and choosing those one language pair applies.
 
-The file is JSON: ``{"version": 1, "entries": [{"term", "translation", "caseSensitive", "source",
-"target"}]}`` (``source``/``target`` are FLORES codes or null for "any"). It is only ever replaced whole and
-atomically (a temporary file in the same directory, fsync, ``os.replace``), and every change is made under
-an exclusive ``fcntl.flock`` on ``<file>.lock`` next to it plus a thread lock, so front doors in several
-processes adding at once lose nothing. The lock file is left in place on purpose (deleting it would let
-two writers lock different files). A file that cannot be read or parsed raises :class:`GlossaryFileError`
-naming it; it is never reset or overwritten. Reads are cached by (inode, mtime_ns, size): an unchanged file
-is not parsed again, a change made by another process is seen on the next call.
-
-Limits: a request carries at most :data:`MAX_GLOSSARY_ENTRIES` entries, and at most that many apply to one
-translation. The file may hold more in total (scoped to different pairs), but :meth:`GlossaryStore.add`
-refuses, with :class:`LimitExceeded`, to grow the set that applies to any language pair past the limit.
-Should a hand-edited file still exceed it, :meth:`GlossaryStore.for_pair` applies the most specific
-entries first (scoped to both languages, then to one, then unscoped) and logs a warning.
+The engine owns no glossary: every translation receives its entries explicitly (:class:`TranslateOptions`),
+of any scope. :func:`validate_entries` checks them (non-empty strings of at most
+:data:`~dragoman.limits.MAX_TERM_CHARS` characters, known language scopes normalized to FLORES codes);
+:func:`for_pair` picks those a translation from one language to another applies: at most
+:data:`MAX_GLOSSARY_ENTRIES`, the most specific first (scoped to both languages, then to one, then
+unscoped), with a logged warning when more would apply. The user's glossary file, which the local front
+doors read and write, lives outside the engine (:mod:`dragoman.server.local_store`).
 
 Two entries are the same entry when they have the same term (compared case-insensitively unless
 case-sensitive), the same case rule and the same scope; the later one wins.
@@ -21,47 +14,47 @@ case-sensitive), the same case rule and the same scope; the later one wins.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import logging
-import os
-import sys
-import tempfile
-import threading
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-from dragoman.errors import GlossaryFileError, InvalidRequest, LimitExceeded, UnknownLanguage
+from dragoman.errors import InvalidRequest, LimitExceeded, UnknownLanguage
 from dragoman.languages import catalogue as languages
 from dragoman.limits import MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS
 from dragoman.translation.types import GlossaryEntry
 
+__all__ = [
+    "MAX_GLOSSARY_ENTRIES",
+    "EntryKey",
+    "entry_key",
+    "for_pair",
+    "merge_entries",
+    "scope_code",
+    "specificity",
+    "validate_entries",
+]
+
 log = logging.getLogger("dragoman.translation.glossary")
 
-#: The file format written (and the only one read).
-FILE_VERSION = 1
-
-_Key = tuple[str, bool, str | None, str | None]
-_FIX = "fix it by hand (or move it aside to start a new glossary), then retry; dragoman never overwrites it"
+EntryKey = tuple[str, bool, str | None, str | None]
 
 
-def entry_key(entry: GlossaryEntry) -> _Key:
+def entry_key(entry: GlossaryEntry) -> EntryKey:
     """What makes two entries the same: term under its case rule, the case rule, the scope."""
     term = entry.term if entry.case_sensitive else entry.term.casefold()
     return (term, entry.case_sensitive, entry.source, entry.target)
 
 
-def _merge(entries: Iterable[GlossaryEntry]) -> dict[_Key, GlossaryEntry]:
+def merge_entries(entries: Iterable[GlossaryEntry]) -> dict[EntryKey, GlossaryEntry]:
     """Entries by key, in order of first appearance, the last of duplicates winning."""
-    merged: dict[_Key, GlossaryEntry] = {}
+    merged: dict[EntryKey, GlossaryEntry] = {}
     for entry in entries:
         merged[entry_key(entry)] = entry
     return merged
 
 
-def _scope_code(code: str | None, what: str) -> str | None:
+def scope_code(code: str | None, what: str) -> str | None:
+    """A scope's FLORES code (None stays None: any language); unknown codes name the field."""
     if code is None:
         return None
     try:
@@ -72,14 +65,17 @@ def _scope_code(code: str | None, what: str) -> str | None:
         ) from exc
 
 
-def validate_entries(entries: Sequence[GlossaryEntry]) -> tuple[GlossaryEntry, ...]:
-    """Check a request's glossary: at most 200 entries (counted as given), non-empty strings of at most
-    1000 characters, known language scopes (normalized to FLORES codes). Duplicates collapse, last wins."""
+def validate_entries(
+    entries: Sequence[GlossaryEntry], *, limit: int | None = MAX_GLOSSARY_ENTRIES
+) -> tuple[GlossaryEntry, ...]:
+    """Check a glossary: non-empty strings of at most 1000 characters, known language scopes (normalized
+    to FLORES codes), and at most ``limit`` entries counted as given (a request's cap; None: any number, as
+    the engine takes them). Duplicates collapse, the last one winning."""
     if isinstance(entries, str | bytes):
         raise InvalidRequest("glossary must be a list of entries {term, translation, caseSensitive}")
-    if len(entries) > MAX_GLOSSARY_ENTRIES:
+    if limit is not None and len(entries) > limit:
         raise LimitExceeded(
-            f"a glossary holds at most {MAX_GLOSSARY_ENTRIES} entries per request; got {len(entries)}: "
+            f"a glossary holds at most {limit} entries per request; got {len(entries)}: "
             "send fewer terms, or store them with glossary_add scoped to language pairs"
         )
     checked: list[GlossaryEntry] = []
@@ -96,280 +92,34 @@ def validate_entries(entries: Sequence[GlossaryEntry]) -> tuple[GlossaryEntry, .
                 )
         if not isinstance(entry.case_sensitive, bool):
             raise InvalidRequest(f"glossary[{i}].caseSensitive must be true or false")
-        source = _scope_code(entry.source, f"[{i}].source")
-        target = _scope_code(entry.target, f"[{i}].target")
+        source = scope_code(entry.source, f"[{i}].source")
+        target = scope_code(entry.target, f"[{i}].target")
         if (source, target) != (entry.source, entry.target):
             entry = dataclasses.replace(entry, source=source, target=target)
         checked.append(entry)
-    return tuple(_merge(checked).values())
+    return tuple(merge_entries(checked).values())
 
 
-def _specificity(entry: GlossaryEntry) -> int:
+def specificity(entry: GlossaryEntry) -> int:
+    """2 when scoped to both languages, 1 to one of them, 0 unscoped."""
     return (entry.source is not None) + (entry.target is not None)
 
 
-def _applicable_counts(
-    entries: Sequence[GlossaryEntry], sources: set[str], targets: set[str]
-) -> dict[tuple[str, str], int]:
-    """How many entries apply to each pair of ``sources`` x ``targets`` (``*`` standing for a language no
-    entry is scoped to); counted by scope so that a large file costs O(entries + pairs)."""
-    unscoped = 0
-    by_source: dict[str, int] = {}
-    by_target: dict[str, int] = {}
-    by_pair: dict[tuple[str, str], int] = {}
-    for e in entries:
-        if e.source is None and e.target is None:
-            unscoped += 1
-        elif e.target is None:
-            by_source[e.source or ""] = by_source.get(e.source or "", 0) + 1
-        elif e.source is None:
-            by_target[e.target] = by_target.get(e.target, 0) + 1
-        else:
-            by_pair[(e.source, e.target)] = by_pair.get((e.source, e.target), 0) + 1
-    return {
-        (s, t): unscoped + by_source.get(s, 0) + by_target.get(t, 0) + by_pair.get((s, t), 0)
-        for s in sources | {"*"}
-        for t in targets | {"*"}
-    }
-
-
-def _check_limit(current: Sequence[GlossaryEntry], updated: Sequence[GlossaryEntry]) -> None:
-    """Refuse an update that grows the set applying to some pair past the limit (a hand-edited file that
-    already exceeds it may still shrink or change elsewhere)."""
-    sources = {e.source for e in updated if e.source is not None}
-    targets = {e.target for e in updated if e.target is not None}
-    before = _applicable_counts(current, sources, targets)
-    after = _applicable_counts(updated, sources, targets)
-    over = [(n, pair) for pair, n in after.items() if n > MAX_GLOSSARY_ENTRIES and n > before[pair]]
-    if over:
-        count, (s, t) = max(over)
-        pair = f"{s}->{t}".replace("*", "any language")
-        raise LimitExceeded(
-            f"adding these entries would make {count} glossary entries apply to {pair}; at most "
-            f"{MAX_GLOSSARY_ENTRIES} may apply to one language pair. Remove some with glossary_remove, "
-            "or scope the new ones to another language pair"
-        )
-
-
-def _to_json(entry: GlossaryEntry) -> dict[str, Any]:
-    return {
-        "term": entry.term,
-        "translation": entry.translation,
-        "caseSensitive": entry.case_sensitive,
-        "source": entry.source,
-        "target": entry.target,
-    }
-
-
-@contextlib.contextmanager
-def _file_lock(lock_path: Path) -> Iterator[None]:
-    """An exclusive lock between processes (POSIX ``flock``); on Windows only the thread lock applies."""
-    if sys.platform == "win32":  # pragma: no cover
-        yield
-        return
-    import fcntl
-
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-class GlossaryStore:
-    """The user's glossary file; thread- and process-safe. Language codes are FLORES codes."""
-
-    def __init__(self, path: Path) -> None:
-        self._path = Path(path)
-        self._lock_path = self._path.with_name(self._path.name + ".lock")
-        self._thread_lock = threading.Lock()
-        self._cache_lock = threading.Lock()
-        self._cache: tuple[tuple[int, int, int], tuple[GlossaryEntry, ...]] | None = None
-        self.parse_count = 0  # how many times the file was parsed (tests check the cache)
-
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    # ----- reading -------------------------------------------------------------------------------
-    def load(self) -> tuple[GlossaryEntry, ...]:
-        """Every entry of the file, in file order; empty when there is no file."""
-        try:
-            with open(self._path, "rb") as f:
-                st = os.fstat(f.fileno())
-                key = (st.st_ino, st.st_mtime_ns, st.st_size)
-                with self._cache_lock:
-                    if self._cache is not None and self._cache[0] == key:
-                        return self._cache[1]
-                data = f.read()
-        except FileNotFoundError:
-            return ()
-        except OSError as exc:
-            raise GlossaryFileError(
-                f"cannot read the glossary file {self._path} ({exc.strerror or exc}); check that it is a "
-                "readable file, or set DRAGOMAN_GLOSSARY to another path"
-            ) from exc
-        entries = self._parse(data)
-        with self._cache_lock:
-            self._cache = (key, entries)
-        return entries
-
-    def _parse(self, data: bytes) -> tuple[GlossaryEntry, ...]:
-        self.parse_count += 1
-        try:
-            doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise GlossaryFileError(
-                f"the glossary file {self._path} is not valid UTF-8 JSON ({exc}); {_FIX}"
-            ) from exc
-        if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
-            raise self._shape_error('the top level must be an object {"version": 1, "entries": [...]}')
-        if doc.get("version") != FILE_VERSION:
-            raise self._shape_error(
-                f"version is {doc.get('version')!r}, this dragoman reads version {FILE_VERSION} "
-                "(a newer dragoman may have written it: upgrade dragoman)"
-            )
-        entries: list[GlossaryEntry] = []
-        for i, item in enumerate(doc["entries"]):
-            entries.append(self._parse_entry(i, item))
-        return tuple(_merge(entries).values())
-
-    def _parse_entry(self, i: int, item: object) -> GlossaryEntry:
-        if not isinstance(item, dict):
-            raise self._shape_error(f"entries[{i}] must be an object {{term, translation, caseSensitive}}")
-        term, translation = item.get("term"), item.get("translation")
-        case = item.get("caseSensitive", False)
-        if not isinstance(term, str) or not term.strip():
-            raise self._shape_error(f"entries[{i}].term must be a non-empty string")
-        if not isinstance(translation, str) or not translation.strip():
-            raise self._shape_error(f"entries[{i}].translation must be a non-empty string")
-        if not isinstance(case, bool):
-            raise self._shape_error(f"entries[{i}].caseSensitive must be true or false")
-        scope: list[str | None] = []
-        for field in ("source", "target"):
-            code = item.get(field)
-            if code is not None and not isinstance(code, str):
-                raise self._shape_error(f"entries[{i}].{field} must be a FLORES code or null")
-            try:
-                scope.append(languages.resolve(code) if code is not None else None)
-            except UnknownLanguage as exc:
-                raise self._shape_error(f"entries[{i}].{field}: {exc.message}") from exc
-        return GlossaryEntry(term, translation, case, scope[0], scope[1])
-
-    def _shape_error(self, problem: str) -> GlossaryFileError:
-        return GlossaryFileError(f"the glossary file {self._path} is malformed: {problem}; {_FIX}")
-
-    def list(self, source: str | None = None, target: str | None = None) -> tuple[GlossaryEntry, ...]:
-        """Entries whose scope matches: all without arguments; with ``source`` and/or ``target``, the
-        entries scoped to them plus the unscoped ones (what a translation between them would apply)."""
-        return tuple(
-            e
-            for e in self.load()
-            if (source is None or e.source is None or e.source == source)
-            and (target is None or e.target is None or e.target == target)
-        )
-
-    def for_pair(self, source: str, target: str) -> tuple[GlossaryEntry, ...]:
-        """The entries a translation from ``source`` to ``target`` applies (at most 200, most specific first
-        when a hand-edited file holds more)."""
-        applicable = tuple(e for e in self.load() if e.applies_to(source, target))
-        if len(applicable) <= MAX_GLOSSARY_ENTRIES:
-            return applicable
-        log.warning(
-            "%d glossary entries of %s apply to %s->%s; only the %d most specific are used",
-            len(applicable),
-            self._path,
-            source,
-            target,
-            MAX_GLOSSARY_ENTRIES,
-        )
-        ranked = sorted(applicable, key=_specificity, reverse=True)[:MAX_GLOSSARY_ENTRIES]
-        kept = set(map(id, ranked))
-        return tuple(e for e in applicable if id(e) in kept)
-
-    # ----- writing -------------------------------------------------------------------------------
-    def add(
-        self, entries: Sequence[GlossaryEntry], source: str | None = None, target: str | None = None
-    ) -> tuple[GlossaryEntry, ...]:
-        """Add or replace entries, scoped to ``source``/``target`` when given (overriding the entries' own
-        scope); returns the whole new glossary. Raises LimitExceeded rather than let more than 200
-        entries apply to one language pair."""
-        source, target = _scope_code(source, "source"), _scope_code(target, "target")
-        if source is not None or target is not None:
-            entries = [
-                dataclasses.replace(e, source=source or e.source, target=target or e.target) for e in entries
-            ]
-        new = validate_entries(entries)
-        with self._locked():
-            current = self.load()
-            updated = tuple(_merge((*current, *new)).values())
-            _check_limit(current, updated)
-            if updated != current:
-                self._write(updated)
-            return updated
-
-    def remove(self, terms: Iterable[str], source: str | None = None, target: str | None = None) -> int:
-        """Remove the entries with these terms in exactly this scope (unscoped ones when none is given).
-        A case-insensitive entry matches a term in any case; a case-sensitive one only exactly."""
-        source, target = _scope_code(source, "source"), _scope_code(target, "target")
-        if isinstance(terms, str):
-            terms = [terms]
-        exact = set(terms)
-        folded = {t.casefold() for t in exact}
-
-        def matches(e: GlossaryEntry) -> bool:
-            if (e.source, e.target) != (source, target):
-                return False
-            return e.term in exact if e.case_sensitive else e.term.casefold() in folded
-
-        with self._locked():
-            current = self.load()
-            kept = tuple(e for e in current if not matches(e))
-            if len(kept) != len(current):
-                self._write(kept)
-            return len(current) - len(kept)
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            with self._thread_lock, _file_lock(self._lock_path):
-                yield
-        except OSError as exc:
-            raise GlossaryFileError(
-                f"cannot lock or write the glossary file {self._path} ({exc.strerror or exc}); check the "
-                "directory's permissions and free space, or set DRAGOMAN_GLOSSARY to another path"
-            ) from exc
-
-    def _write(self, entries: Sequence[GlossaryEntry]) -> None:
-        """Replace the file atomically; on any failure the previous file stays as it was."""
-        doc = {"version": FILE_VERSION, "entries": [_to_json(e) for e in entries]}
-        data = (json.dumps(doc, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-        fd, tmp_name = tempfile.mkstemp(dir=self._path.parent, prefix=f".{self._path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            with contextlib.suppress(FileNotFoundError):
-                os.chmod(tmp_name, os.stat(self._path).st_mode & 0o777)
-            os.replace(tmp_name, self._path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_name)
-            raise
-        _fsync_dir(self._path.parent)
-        st = os.stat(self._path)
-        with self._cache_lock:
-            self._cache = ((st.st_ino, st.st_mtime_ns, st.st_size), tuple(entries))
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename durable; some file systems refuse to open directories, which is harmless."""
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def for_pair(
+    entries: Sequence[GlossaryEntry], source: str, target: str, *, limit: int = MAX_GLOSSARY_ENTRIES
+) -> tuple[GlossaryEntry, ...]:
+    """The entries a translation from ``source`` to ``target`` applies, in their order: at most ``limit``,
+    the most specific kept first when more apply (a warning is logged then)."""
+    applicable = tuple(e for e in entries if e.applies_to(source, target))
+    if len(applicable) <= limit:
+        return applicable
+    log.warning(
+        "%d glossary entries apply to %s->%s; only the %d most specific are used",
+        len(applicable),
+        source,
+        target,
+        limit,
+    )
+    ranked = sorted(applicable, key=specificity, reverse=True)[:limit]
+    kept = set(map(id, ranked))
+    return tuple(e for e in applicable if id(e) in kept)

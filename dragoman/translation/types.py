@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from dragoman.languages.types import Detection
@@ -83,17 +84,45 @@ class Route:
 
 @dataclass(frozen=True)
 class TranslateOptions:
-    """What a caller asks for; echoed in the result."""
+    """What a caller asks of :meth:`~dragoman.translation.engine.Engine.translate`; echoed in each result.
+
+    ``target`` and ``source`` are BCP-47 or FLORES-200 codes (``source`` None: detect each text).
+    ``tier`` None takes the engine's default (``DRAGOMAN_TIER``). ``glossary`` is every entry the caller
+    wants considered, any scope: the engine applies, per language pair, those scoped to it (at most
+    :data:`~dragoman.limits.MAX_GLOSSARY_ENTRIES`, most specific first). The engine owns no glossary of its
+    own: the local front doors put the user's glossary file here when a request carries none.
+    """
 
     target: str
     source: str | None = None
-    tier: Tier = "best"
-    glossary: tuple[GlossaryEntry, ...] | None = None  # None: the user's glossary file applies
+    tier: Tier | None = None
+    glossary: tuple[GlossaryEntry, ...] = ()
+
+    def __post_init__(self) -> None:
+        # A list (or any other sequence of entries) is kept as a tuple, so options stay hashable; a string
+        # is left for the engine's validation to refuse by name.
+        if self.glossary is None:
+            object.__setattr__(self, "glossary", ())
+        elif not isinstance(self.glossary, tuple | str | bytes):
+            object.__setattr__(self, "glossary", tuple(self.glossary))
+
+
+@dataclass(frozen=True)
+class BatchOutput:
+    """What a backend returns for a batch: one translation per segment, in order, and what it learned.
+
+    ``notes`` counts what the caller should know, by warning code (Apertium: ``unknown_words``, the words
+    it left untranslated); codes with nothing to report are left out. The engine sums them per hop and
+    turns them into result warnings.
+    """
+
+    texts: tuple[str, ...]
+    notes: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class TranslationResult:
-    """Spec 2.6 plus what produced it (``route``, detection)."""
+    """Spec 2.6 plus what produced it (``route``, detection) and the options it answers."""
 
     translation: str
     source: str
@@ -104,6 +133,8 @@ class TranslationResult:
     route: tuple[str, ...] = ()
     tier: Tier = "best"
     detected: Detection | None = None
+    #: What was asked, as the engine took it: codes resolved to FLORES, the tier chosen, the entries checked.
+    options: TranslateOptions = field(kw_only=True)
 
     def to_dict(self) -> dict[str, object]:
         """The spec's fields, then ``route`` and ``tier``."""

@@ -151,14 +151,14 @@ def test_fake_pipeline_round_trip_and_restart(tmp_path: Path) -> None:
     backend = ApertiumBackend(fake_mode(tmp_path, "sed -u 's/cat/dog/g'"))
     try:
         text = "The cat [x] ^y$ a/b @c <d> {e} \\f * g # h ~ i\nnext line"
-        assert backend.translate_batch([(text,), ("",), (" cat ",)], EN, ES) == [
+        assert backend.translate_batch([(text,), ("",), (" cat ",)], EN, ES).texts == (
             text.replace("cat", "dog"),
             "",
             " dog ",
-        ]
+        )
         pids = backend.pids
         os.kill(pids[0], signal.SIGKILL)
-        assert backend.translate_batch([("a cat",)], EN, ES) == ["a dog"]
+        assert backend.translate_batch([("a cat",)], EN, ES).texts == ("a dog",)
         assert backend.pids != pids and not alive(pids[0])
     finally:
         backend.close()
@@ -213,12 +213,12 @@ def test_discover_system_modes() -> None:
 
 @pytest.mark.apertium
 def test_real_translation_both_ways(eng_spa: ApertiumBackend) -> None:
-    (out,) = eng_spa.translate_batch([("The house is red.",)], EN, ES)
+    (out,) = eng_spa.translate_batch([("The house is red.",)], EN, ES).texts
     assert "casa" in out and "roja" in out
     modes = {m.name: m for m in discover_modes([MODES_DIR])}
     spa_eng = ApertiumBackend(modes["spa-eng"])
     try:
-        (back,) = spa_eng.translate_batch([("La casa es roja.",)], ES, EN)
+        (back,) = spa_eng.translate_batch([("La casa es roja.",)], ES, EN).texts
     finally:
         spa_eng.close()
     assert "house" in back and "red" in back
@@ -231,12 +231,12 @@ def test_batch_of_200_in_order(eng_spa: ApertiumBackend) -> None:
     nouns = ["house", "dog", "car", "book", "tree", "city", "river", "window"]
     colours = ["red", "green", "big", "small", "old"]
     batch: list[Pieces] = [(f"The {nouns[i % 8]} number {i} is {colours[i % 5]}.",) for i in range(200)]
-    outs = eng_spa.translate_batch(batch, EN, ES)
+    outs = eng_spa.translate_batch(batch, EN, ES).texts
     assert len(outs) == 200
     for i, out in enumerate(outs):
         assert f" {i} " in out, (i, out)
     for i in (0, 57, 199):
-        assert eng_spa.translate_batch([batch[i]], EN, ES) == [outs[i]]
+        assert eng_spa.translate_batch([batch[i]], EN, ES).texts == (outs[i],)
 
 
 @pytest.mark.apertium
@@ -248,7 +248,7 @@ def test_protected_spans_verbatim_and_in_place(eng_spa: ApertiumBackend) -> None
         Protected("Widget", "Artilugio", "glossary"),
     ]
     pieces = ("Hello ", spans[0], ", open ", spans[1], " and print ", spans[2], ". The ", spans[3], " works.")
-    (out,) = eng_spa.translate_batch([pieces], EN, ES)
+    (out,) = eng_spa.translate_batch([pieces], EN, ES).texts
     positions = [out.find(s.output) for s in spans]
     assert all(p >= 0 for p in positions), out
     assert positions == sorted(positions), out
@@ -258,12 +258,16 @@ def test_protected_spans_verbatim_and_in_place(eng_spa: ApertiumBackend) -> None
 @pytest.mark.apertium
 def test_special_characters_newlines_and_empty(eng_spa: ApertiumBackend) -> None:
     text = "Use [brackets], ^carets$, a/b, @home, <tag>, {braces}, back\\slash, 5 * 3, #tag, ~tilde."
-    (out,) = eng_spa.translate_batch([(text,)], EN, ES)
+    (out,) = eng_spa.translate_batch([(text,)], EN, ES).texts
     for ch in "[]^$/@<>{}\\*#~":
         assert out.count(ch) == text.count(ch), (ch, out)
-    lines = eng_spa.translate_batch([("The house is red.\n\n  The dog is big.\n",)], EN, ES)[0]
+    lines = eng_spa.translate_batch([("The house is red.\n\n  The dog is big.\n",)], EN, ES).texts[0]
     assert lines.count("\n") == 3 and lines.endswith("\n") and "\n\n  " in lines, lines
-    assert eng_spa.translate_batch([("",), ("  ",), (Protected("{x}", "{x}"),)], EN, ES) == ["", "  ", "{x}"]
+    assert eng_spa.translate_batch([("",), ("  ",), (Protected("{x}", "{x}"),)], EN, ES).texts == (
+        "",
+        "  ",
+        "{x}",
+    )
 
 
 @pytest.mark.apertium
@@ -271,9 +275,10 @@ def test_unknown_words_stripped_and_counted(eng_spa: ApertiumBackend) -> None:
     (detail,) = eng_spa.translate_batch_detailed([("I saw the blorft and the zibbit yesterday.",)], EN, ES)
     assert "*" not in detail.text and "blorft" in detail.text and "zibbit" in detail.text
     assert detail.unknown_words == ("blorft", "zibbit")
-    assert eng_spa.last_unknown_words == 2
-    eng_spa.translate_batch([("The house is red.",)], EN, ES)
-    assert eng_spa.last_unknown_words == 0
+    # the batch answer carries the count with the texts (nothing is left on the backend to read after)
+    answer = eng_spa.translate_batch([("I saw the blorft.",), ("And the zibbit yesterday.",)], EN, ES)
+    assert answer.notes == {"unknown_words": 2} and "blorft" in answer.texts[0]
+    assert eng_spa.translate_batch([("The house is red.",)], EN, ES).notes == {}
 
 
 @pytest.mark.apertium
@@ -284,7 +289,7 @@ def test_pipeline_stays_warm_and_survives_a_killed_stage(eng_spa: ApertiumBacken
     eng_spa.translate_batch([("Two.",)], EN, ES)
     assert eng_spa.pids == pids
     os.kill(pids[len(pids) // 2], signal.SIGKILL)
-    (out,) = eng_spa.translate_batch([("The house is red.",)], EN, ES)
+    (out,) = eng_spa.translate_batch([("The house is red.",)], EN, ES).texts
     assert "casa" in out
     assert eng_spa.pids != pids and not any(alive(p) for p in pids)
 
@@ -292,14 +297,14 @@ def test_pipeline_stays_warm_and_survives_a_killed_stage(eng_spa: ApertiumBacken
 @pytest.mark.apertium
 def test_concurrent_callers_get_their_own_results(eng_spa: ApertiumBackend) -> None:
     sentences = [f"The dog number {i} is red." for i in range(40)]
-    expected = eng_spa.translate_batch([(s,) for s in sentences], EN, ES)
+    expected = eng_spa.translate_batch([(s,) for s in sentences], EN, ES).texts
     errors: list[str] = []
 
     def worker(offset: int) -> None:
         for i in range(offset, 40, 4):
             for _ in range(3):
-                got = eng_spa.translate_batch([(sentences[i],), (sentences[(i + 1) % 40],)], EN, ES)
-                if got != [expected[i], expected[(i + 1) % 40]]:
+                got = eng_spa.translate_batch([(sentences[i],), (sentences[(i + 1) % 40],)], EN, ES).texts
+                if got != (expected[i], expected[(i + 1) % 40]):
                     errors.append(f"{i}: {got}")
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
@@ -331,7 +336,7 @@ def test_close_leaves_no_child_processes() -> None:
 def test_formatted_words_keep_their_formatting_when_reordered(eng_spa: ApertiumBackend) -> None:
     bold = ("The ", Protected("<1>", "<1>"), "big", Protected("</1>", "</1>"), " dog is in the house.")
     split = ("I have ", Protected("<2>", "<2>"), "three red", Protected("</2>", "</2>"), " cars.")
-    moved, kept = eng_spa.translate_batch([bold, split], EN, ES)
+    moved, kept = eng_spa.translate_batch([bold, split], EN, ES).texts
     assert moved == "El perro <1>grande</1> es en la casa."  # the bold moved with "big"
     # "three red" comes back split around "coches": translated again with the tags where they stood.
     assert kept.count("<2>") == 1 and kept.count("</2>") == 1 and "tres" in kept and "rojos" in kept

@@ -66,8 +66,8 @@ def multi(tiny_multilingual_pack: Path) -> Iterator[CTranslate2Backend]:
 
 
 def test_translations_are_deterministic_and_non_empty(argos: CTranslate2Backend) -> None:
-    first = argos.translate_batch([(t,) for t in TEXTS], EN, ES)
-    second = argos.translate_batch([(t,) for t in TEXTS], EN, ES)
+    first = argos.translate_batch([(t,) for t in TEXTS], EN, ES).texts
+    second = argos.translate_batch([(t,) for t in TEXTS], EN, ES).texts
     assert first == second
     assert len(first) == len(TEXTS)
     assert all(out.strip() for out in first)
@@ -80,9 +80,9 @@ def test_batch_equals_one_by_one(fixture: str, request: pytest.FixtureRequest) -
     backend: CTranslate2Backend = request.getfixturevalue(fixture)
     spy = _spy(backend)
     try:
-        batch = backend.translate_batch([(t,) for t in TEXTS], EN, ES)
+        batch = list(backend.translate_batch([(t,) for t in TEXTS], EN, ES).texts)
         assert len(spy.calls) == 1  # one model call per batch
-        singles = [backend.translate_batch([(t,)], EN, ES)[0] for t in TEXTS]
+        singles = [backend.translate_batch([(t,)], EN, ES).texts[0] for t in TEXTS]
     finally:
         backend._translator = spy.translator
     assert batch == singles
@@ -91,8 +91,8 @@ def test_batch_equals_one_by_one(fixture: str, request: pytest.FixtureRequest) -
 def test_multilingual_tokens_follow_the_nllb_convention(multi: CTranslate2Backend) -> None:
     spy = _spy(multi)
     try:
-        to_spanish = multi.translate_batch([(TEXTS[0],)], EN, ES)[0]
-        to_french = multi.translate_batch([(TEXTS[0],)], EN, FR)[0]
+        to_spanish = multi.translate_batch([(TEXTS[0],)], EN, ES).texts[0]
+        to_french = multi.translate_batch([(TEXTS[0],)], EN, FR).texts[0]
     finally:
         multi._translator = spy.translator
     assert to_spanish != to_french
@@ -106,7 +106,10 @@ def test_multilingual_tokens_follow_the_nllb_convention(multi: CTranslate2Backen
 
 
 def test_source_language_token_changes_the_input(multi: CTranslate2Backend) -> None:
-    assert multi.translate_batch([(TEXTS[1],)], EN, DE) != multi.translate_batch([(TEXTS[1],)], FR, DE)
+    assert (
+        multi.translate_batch([(TEXTS[1],)], EN, DE).texts
+        != multi.translate_batch([(TEXTS[1],)], FR, DE).texts
+    )
 
 
 def test_count_tokens_includes_special_tokens(
@@ -131,23 +134,23 @@ def test_protected_spans_survive(argos: CTranslate2Backend) -> None:
     plain: Pieces = ("Nothing to protect here.",)
     spy = _spy(argos)
     try:
-        out = argos.translate_batch([segment, plain], EN, ES)
+        out = argos.translate_batch([segment, plain], EN, ES).texts
     finally:
         argos._translator = spy.translator
     assert spans_kept(segment, out[0])
     assert "Artilugio" in out[0] and "Widget" not in out[0]
     # The tiny model mangles the spans, so the piecewise fallback ran: a second model call.
     assert len(spy.calls) == 2
-    assert out[1] == argos.translate_batch([plain], EN, ES)[0]
+    assert out[1] == argos.translate_batch([plain], EN, ES).texts[0]
 
 
 def test_blank_segments_come_back_without_a_model_call(argos: CTranslate2Backend) -> None:
     spy = _spy(argos)
     try:
         blanks: list[Pieces] = [("",), ("  \n",), (), ("\u200b",), ("\ufeff ",)]
-        assert argos.translate_batch(blanks, EN, ES) == ["", "  \n", "", "\u200b", "\ufeff "]
+        assert argos.translate_batch(blanks, EN, ES).texts == ("", "  \n", "", "\u200b", "\ufeff ")
         assert spy.calls == []
-        mixed = argos.translate_batch([(" ",), (TEXTS[2],)], EN, ES)
+        mixed = argos.translate_batch([(" ",), (TEXTS[2],)], EN, ES).texts
     finally:
         argos._translator = spy.translator
     assert mixed[0] == " " and mixed[1].strip()
@@ -170,7 +173,7 @@ def test_long_segments_are_split_to_the_limit(
     )
     spy = _spy(backend)
     long_text = "The quick brown fox jumps over the lazy dog, and then it runs away; nobody saw it again."
-    out = backend.translate_batch([(long_text,)], EN, ES)
+    out = backend.translate_batch([(long_text,)], EN, ES).texts
     assert len(spy.calls) == 1  # still one model call
     sources, kwargs = spy.calls[0]
     assert len(sources) > 2
@@ -206,13 +209,13 @@ def test_unsupported_pair_is_refused(
         multi.translate_batch([("Hola",)], "ita_Latn", EN)
     reverse = _load(tiny_argos_pack_es_en)
     try:
-        assert reverse.translate_batch([("Hola, ¿qué tal?",)], ES, EN)[0].strip()
+        assert reverse.translate_batch([("Hola, ¿qué tal?",)], ES, EN).texts[0].strip()
     finally:
         reverse.close()
 
 
 def test_concurrent_calls_match_sequential_ones(argos: CTranslate2Backend) -> None:
-    expected = {t: argos.translate_batch([(t,)], EN, ES)[0] for t in TEXTS}
+    expected = {t: argos.translate_batch([(t,)], EN, ES).texts[0] for t in TEXTS}
     results: dict[tuple[int, str], str] = {}
     errors: list[BaseException] = []
 
@@ -220,7 +223,7 @@ def test_concurrent_calls_match_sequential_ones(argos: CTranslate2Backend) -> No
         try:
             for _ in range(5):
                 for text in TEXTS[worker % len(TEXTS) :] + TEXTS[: worker % len(TEXTS)]:
-                    results[(worker, text)] = argos.translate_batch([(text,)], EN, ES)[0]
+                    results[(worker, text)] = argos.translate_batch([(text,)], EN, ES).texts[0]
         except BaseException as exc:  # noqa: BLE001 - surfaced below
             errors.append(exc)
 
@@ -267,7 +270,7 @@ def test_unknown_compute_type_raises_backend_error(tiny_argos_pack: Path) -> Non
 def test_close_unloads(tiny_argos_pack: Path) -> None:
     backend = _load(tiny_argos_pack)
     assert backend.loaded_bytes > (tiny_argos_pack / "model" / "model.bin").stat().st_size // 2
-    assert backend.translate_batch([("Hi",)], EN, ES)[0]
+    assert backend.translate_batch([("Hi",)], EN, ES).texts[0]
     backend.close()
     with pytest.raises(BackendError):
         backend.translate_batch([("Hi",)], EN, ES)
@@ -278,7 +281,7 @@ def test_greedy_option_is_used(tiny_argos_pack: Path) -> None:
     backend = _load(tiny_argos_pack, options=DecodeOptions(beam_size=1))
     spy = _spy(backend)
     try:
-        assert backend.translate_batch([(TEXTS[0],)], EN, ES)[0]
+        assert backend.translate_batch([(TEXTS[0],)], EN, ES).texts[0]
     finally:
         backend.close()
     assert spy.calls[0][1]["beam_size"] == 1

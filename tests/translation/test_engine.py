@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support import needs_apertium
 
-from dragoman.errors import InvalidRequest, LimitExceeded, UnknownLanguage, UnsupportedPair
-from dragoman.limits import MAX_BATCH_TEXTS
+from dragoman.errors import (
+    Cancelled,
+    EngineTimeout,
+    InvalidRequest,
+    LimitExceeded,
+    UnknownLanguage,
+    UnsupportedPair,
+)
+from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES
+from dragoman.progress import CancelToken, JobContext
+from dragoman.server.local_store import GlossaryStore
 from dragoman.settings import Settings
 from dragoman.translation import engine as engine_module
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
 from dragoman.translation.engine import Engine
-from dragoman.translation.glossary import GlossaryStore
-from dragoman.translation.types import GlossaryEntry
+from dragoman.translation.types import BatchOutput, GlossaryEntry, TranslateOptions
 
 
 @pytest.fixture
@@ -48,7 +58,7 @@ class CallCounter:
         self.calls: list[int] = []
         self._inner = backend.translate_batch
 
-        def wrapped(batch: Any, source: str, target: str) -> list[str]:
+        def wrapped(batch: Any, source: str, target: str) -> BatchOutput:
             self.calls.append(len(batch))
             return self._inner(batch, source, target)  # type: ignore[no-any-return]
 
@@ -58,7 +68,7 @@ class CallCounter:
 # ----- Apertium: the embedded default, real translations ----------------------------------------------------
 @needs_apertium
 def test_translates_with_apertium_and_stamps_provenance(engine: Engine) -> None:
-    result = engine.translate("The house is red.", target="es", source="en")
+    result = engine.translate("The house is red.", TranslateOptions("es", source="en"))
     assert "casa" in result.translation and "roja" in result.translation
     assert (result.source, result.target, result.provenance) == ("eng_Latn", "spa_Latn", "on-device")
     assert result.route == ("apertium-eng-spa:eng_Latn->spa_Latn",)
@@ -67,7 +77,7 @@ def test_translates_with_apertium_and_stamps_provenance(engine: Engine) -> None:
 
 @needs_apertium
 def test_bcp47_and_flores_inputs_give_flores_answers(engine: Engine) -> None:
-    result = engine.translate("La casa es roja.", target="EN", source="spa_Latn")
+    result = engine.translate("La casa es roja.", TranslateOptions("EN", source="spa_Latn"))
     assert (result.source, result.target) == ("spa_Latn", "eng_Latn")
     assert "house" in result.translation.lower()
 
@@ -75,7 +85,7 @@ def test_bcp47_and_flores_inputs_give_flores_answers(engine: Engine) -> None:
 @needs_apertium
 def test_layout_whitespace_and_placeholders_kept(engine: Engine) -> None:
     text = "  The house is red.\n\nHello {name}, see https://example.com/a.b?x=1 now.  \n"
-    out = engine.translate(text, target="es", source="en").translation
+    out = engine.translate(text, TranslateOptions("es", source="en")).translation
     assert out.startswith("  ") and out.endswith("  \n") and "\n\n" in out
     assert "{name}" in out and "https://example.com/a.b?x=1" in out
     assert "casa" in out
@@ -84,7 +94,7 @@ def test_layout_whitespace_and_placeholders_kept(engine: Engine) -> None:
 @needs_apertium
 def test_detects_each_text_of_a_mixed_batch(engine: Engine) -> None:
     texts = ["The weather is very nice today in the city.", "El tiempo es muy bueno hoy en la ciudad."]
-    results = engine.translate_batch(texts, target="cat")
+    results = engine.translate_batch(texts, TranslateOptions("cat"))
     assert [r.source for r in results] == ["eng_Latn", "spa_Latn"]
     assert all(r.target == "cat_Latn" and r.translation for r in results)
     assert results[1].route == ("apertium-spa-cat:spa_Latn->cat_Latn",)
@@ -92,7 +102,7 @@ def test_detects_each_text_of_a_mixed_batch(engine: Engine) -> None:
 
 @needs_apertium
 def test_uncertain_detection_falls_back_to_english_and_says_so(engine: Engine) -> None:
-    result = engine.translate("ok", target="es")
+    result = engine.translate("ok", TranslateOptions("es"))
     assert result.source == "eng_Latn"
     assert any(w.startswith("source_uncertain") for w in result.warnings)
 
@@ -100,19 +110,26 @@ def test_uncertain_detection_falls_back_to_english_and_says_so(engine: Engine) -
 @needs_apertium
 def test_request_glossary_terms_come_out_verbatim(engine: Engine) -> None:
     glossary = [GlossaryEntry("house", "CASONA"), GlossaryEntry("Red", "Rojo-X", case_sensitive=True)]
-    out = engine.translate("The house is red.", target="es", source="en", glossary=glossary).translation
+    out = engine.translate(
+        "The house is red.", TranslateOptions("es", source="en", glossary=glossary)
+    ).translation
     assert "CASONA" in out and "Rojo-X" not in out  # "Red" is case-sensitive, the text has "red"
 
 
 @needs_apertium
-def test_user_glossary_file_applies_unless_request_gives_one(engine: Engine) -> None:
-    GlossaryStore(engine.settings.glossary_path).add(
-        [GlossaryEntry("garden", "VERGEL")], "eng_Latn", "spa_Latn"
-    )
+def test_user_glossary_file_applies_only_through_the_local_store(engine: Engine) -> None:
+    store = GlossaryStore(engine.settings.local.glossary_path)
+    store.add([GlossaryEntry("garden", "VERGEL")], "eng_Latn", "spa_Latn")
     text = "The garden is big."
-    assert "VERGEL" in engine.translate(text, target="es", source="en").translation
-    assert "VERGEL" not in engine.translate(text, target="es", source="en", glossary=[]).translation
-    assert "VERGEL" not in engine.translate(text, target="cat", source="en").translation  # other pair
+
+    def out(target: str, glossary: tuple[GlossaryEntry, ...]) -> str:
+        return engine.translate(text, TranslateOptions(target, source="en", glossary=glossary)).translation
+
+    assert "VERGEL" in out("es", store.resolve(None))  # a request with no glossary: the file's entries
+    assert "VERGEL" not in out("es", store.resolve([]))  # [] means none
+    assert "VERGEL" not in out("cat", store.resolve(None))  # other pair
+    # the engine owns no glossary file: without entries it applies none
+    assert "VERGEL" not in engine.translate(text, TranslateOptions("es", source="en")).translation
 
 
 @needs_apertium
@@ -120,9 +137,9 @@ def test_batch_is_one_pass_deduplicated_in_input_order(engine: Engine) -> None:
     texts = [f"The house number {i} is red." for i in range(20)] + ["The house number 3 is red."] * 10
     backend = engine.registry.backend("apertium-eng-spa")
     counter = CallCounter(backend)
-    results = engine.translate_batch(texts, target="es", source="en")
+    results = engine.translate_batch(texts, TranslateOptions("es", source="en"))
     assert counter.calls == [20]  # 30 texts, 20 unique sentences, one call
-    singles = [engine.translate(t, target="es", source="en").translation for t in texts[:5]]
+    singles = [engine.translate(t, TranslateOptions("es", source="en")).translation for t in texts[:5]]
     assert [r.translation for r in results[:5]] == singles
     assert all(" 3 " in r.translation for r in results[20:])
 
@@ -134,7 +151,7 @@ def test_route_chains_packs_of_different_kinds(packs_dir: Path, tiny_argos_pack_
         pytest.skip("apertium-fr-es is not installed (apt-get install apertium-fr-es)")
     shutil.copytree(tiny_argos_pack_es_en, packs_dir / "translate-es_en")
     with Engine(Settings.from_env()) as eng:
-        result = eng.translate("La maison est rouge.", target="en", source="fr")
+        result = eng.translate("La maison est rouge.", TranslateOptions("en", source="fr"))
         # Apertium fr-es + spa-eng would do too; the CTranslate2 hop ranks higher (quality 3 > 2).
         assert [step.split(":")[0] for step in result.route] == ["apertium-fr-es", "argos-es-en"]
         assert result.translation.strip()
@@ -148,8 +165,8 @@ def test_fast_tier_guard_retries_on_best_route(packs_dir: Path, tiny_argos_pack:
         best = eng.route("eng_Latn", "spa_Latn", "best")
         assert fast.hops[0].kind == "apertium" and best.hops[0].kind == "argos"
         apertium = eng.registry.backend("apertium-eng-spa")
-        apertium.translate_batch = lambda batch, s, t: ["" for _ in batch]  # type: ignore[method-assign]
-        result = eng.translate("The house is red and big.", target="es", source="en", tier="fast")
+        apertium.translate_batch = lambda batch, s, t: BatchOutput(tuple("" for _ in batch))  # type: ignore[method-assign]
+        result = eng.translate("The house is red and big.", TranslateOptions("es", source="en", tier="fast"))
         assert result.translation.strip()  # the best route's answer, not the empty one
         assert any("guard: empty" in w for w in result.warnings)
         assert result.tier == "fast"
@@ -172,7 +189,9 @@ def test_pack_loads_once_for_concurrent_first_calls(
 
     def worker() -> None:
         barrier.wait()
-        outputs.append(pack_only_engine.translate("Hello world.", target="es", source="en").translation)
+        outputs.append(
+            pack_only_engine.translate("Hello world.", TranslateOptions("es", source="en")).translation
+        )
 
     threads = [threading.Thread(target=worker) for _ in range(6)]
     for t in threads:
@@ -186,7 +205,8 @@ def test_pack_loads_once_for_concurrent_first_calls(
 def test_tiny_pack_keeps_placeholders_and_glossary(pack_only_engine: Engine) -> None:
     glossary = [GlossaryEntry("world", "MUNDO")]
     out = pack_only_engine.translate(
-        "Hello world, {name} has %d files at https://x.org/y.", target="es", source="en", glossary=glossary
+        "Hello world, {name} has %d files at https://x.org/y.",
+        TranslateOptions("es", source="en", glossary=glossary),
     ).translation
     for kept in ("MUNDO", "{name}", "%d", "https://x.org/y"):
         assert kept in out
@@ -197,8 +217,8 @@ def test_multilingual_pack_serves_every_pair(packs_dir: Path, tiny_multilingual_
     settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(packs_dir), "DRAGOMAN_APERTIUM": "0"})
     with Engine(settings) as eng:
         assert {("fra_Latn", "deu_Latn"), ("deu_Latn", "eng_Latn")} <= eng.installed_pairs()
-        to_de = eng.translate("Bonjour le monde.", target="de", source="fr")
-        to_es = eng.translate("Bonjour le monde.", target="es", source="fr")
+        to_de = eng.translate("Bonjour le monde.", TranslateOptions("de", source="fr"))
+        to_es = eng.translate("Bonjour le monde.", TranslateOptions("es", source="fr"))
         assert to_de.route == ("tiny-nllb:fra_Latn->deu_Latn",)
         assert to_de.translation != to_es.translation  # the target token steers the decoder
         assert {lang.flores for lang in eng.languages()} == {"eng_Latn", "spa_Latn", "fra_Latn", "deu_Latn"}
@@ -207,13 +227,13 @@ def test_multilingual_pack_serves_every_pair(packs_dir: Path, tiny_multilingual_
 # ----- bad input -----------------------------------------------------------------------------------------
 def test_unknown_language_is_typed(pack_only_engine: Engine) -> None:
     with pytest.raises(UnknownLanguage) as info:
-        pack_only_engine.translate("Hello", target="klingon")
+        pack_only_engine.translate("Hello", TranslateOptions("klingon"))
     assert info.value.status == 400
 
 
 def test_unsupported_pair_says_what_is_installed_and_how_to_install(pack_only_engine: Engine) -> None:
     with pytest.raises(UnsupportedPair) as info:
-        pack_only_engine.translate("Hello", target="ja", source="en")
+        pack_only_engine.translate("Hello", TranslateOptions("ja", source="en"))
     message = info.value.message
     assert "eng_Latn->jpn_Jpan" in message and "eng_Latn->spa_Latn" in message
     assert "dragoman packs install" in message and info.value.status == 400
@@ -221,28 +241,38 @@ def test_unsupported_pair_says_what_is_installed_and_how_to_install(pack_only_en
 
 def test_batch_limit_and_types(pack_only_engine: Engine) -> None:
     with pytest.raises(LimitExceeded, match=str(MAX_BATCH_TEXTS)):
-        pack_only_engine.translate_batch(["a"] * (MAX_BATCH_TEXTS + 1), target="es", source="en")
+        pack_only_engine.translate_batch(["a"] * (MAX_BATCH_TEXTS + 1), TranslateOptions("es", source="en"))
     with pytest.raises(InvalidRequest):
-        pack_only_engine.translate_batch("not a list", target="es", source="en")
+        pack_only_engine.translate_batch("not a list", TranslateOptions("es", source="en"))
     with pytest.raises(InvalidRequest, match="tier"):
-        pack_only_engine.translate("Hello", target="es", source="en", tier="fastest")
+        pack_only_engine.translate("Hello", TranslateOptions("es", source="en", tier="fastest"))
 
 
-def test_glossary_over_the_limit_is_refused(pack_only_engine: Engine) -> None:
-    entries = [GlossaryEntry(f"term{i}", f"t{i}") for i in range(201)]
-    with pytest.raises(LimitExceeded, match="200"):
-        pack_only_engine.translate("Hello", target="es", source="en", glossary=entries)
+def test_glossary_applies_at_most_200_entries_per_pair_most_specific_first(
+    pack_only_engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The 200-per-request cap is the front doors' (wire models); the engine takes any number of entries of
+    # any scope and applies at most 200 to one pair, the scoped ones first.
+    unscoped = [GlossaryEntry(f"term{i}", f"t{i}") for i in range(MAX_GLOSSARY_ENTRIES)]
+    scoped = GlossaryEntry("world", "MUNDO", source="en", target="es")
+    elsewhere = [GlossaryEntry(f"x{i}", "y", source="fr", target="de") for i in range(300)]
+    options = TranslateOptions("es", source="en", glossary=[*unscoped, scoped, *elsewhere])
+    with caplog.at_level(logging.WARNING, logger="dragoman.translation.glossary"):
+        result = pack_only_engine.translate("Hello world.", options)
+    assert "MUNDO" in result.translation
+    assert "201 glossary entries apply to eng_Latn->spa_Latn" in caplog.text
+    assert len(result.options.glossary) == MAX_GLOSSARY_ENTRIES + 301  # all checked, echoed as taken
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t "])
 def test_empty_input_comes_back_as_it_went_in_without_loading(pack_only_engine: Engine, text: str) -> None:
-    result = pack_only_engine.translate(text, target="es", source="en")
+    result = pack_only_engine.translate(text, TranslateOptions("es", source="en"))
     assert result.translation == text and result.warnings == ()
     assert pack_only_engine.registry.loaded_ids() == set()
 
 
 def test_same_language_returns_text_with_a_warning(pack_only_engine: Engine) -> None:
-    result = pack_only_engine.translate("Hello there.", target="en", source="eng_Latn")
+    result = pack_only_engine.translate("Hello there.", TranslateOptions("en", source="eng_Latn"))
     assert result.translation == "Hello there." and result.warnings[0].startswith("same_language")
 
 
@@ -250,7 +280,7 @@ def test_progress_reports_reach_the_total(pack_only_engine: Engine) -> None:
     seen: list[tuple[int, int]] = []
     texts = [f"Sentence number {i}." for i in range(10)]
     pack_only_engine.translate_batch(
-        texts, target="es", source="en", progress=lambda d, t, m: seen.append((d, t))
+        texts, TranslateOptions("es", source="en"), context=JobContext.of(lambda d, t, m: seen.append((d, t)))
     )
     assert seen and seen[-1][0] == seen[-1][1] == 10
 
@@ -275,8 +305,94 @@ def test_reprotect_marks_outputs_for_the_next_hop() -> None:
 
 @needs_apertium
 def test_apertium_unknown_words_are_reported(engine: Engine) -> None:
-    result = engine.translate("The flibbertigibbet house is red.", target="es", source="en")
+    result = engine.translate("The flibbertigibbet house is red.", TranslateOptions("es", source="en"))
     assert "flibbertigibbet" in result.translation and "*" not in result.translation
     assert result.warnings == (
         "unknown_words: apertium-eng-spa left 1 word(s) it does not know untranslated",
     )
+
+
+# ----- stateless about users: options in, options echoed ------------------------------------------------
+def test_engines_take_only_the_entries_they_are_given(packs_dir: Path, tiny_argos_pack: Path) -> None:
+    # A glossary file set for the process (DRAGOMAN_GLOSSARY) is a front door's, never the engine's: two
+    # engines of one process (two tenants) apply only the entries each call carries.
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(packs_dir), "DRAGOMAN_APERTIUM": "0"})
+    GlossaryStore(settings.local.glossary_path).add([GlossaryEntry("world", "FILE-TERM")])
+    text = "Hello world."
+    with Engine(settings) as first, Engine(settings) as second:
+        plain = first.translate(text, TranslateOptions("es", source="en")).translation
+        mine = first.translate(
+            text, TranslateOptions("es", source="en", glossary=[GlossaryEntry("world", "ALFA")])
+        )
+        theirs = second.translate(
+            text, TranslateOptions("es", source="en", glossary=[GlossaryEntry("world", "BRAVO")])
+        )
+    assert "FILE-TERM" not in plain
+    assert "ALFA" in mine.translation and "BRAVO" not in mine.translation
+    assert "BRAVO" in theirs.translation and "ALFA" not in theirs.translation
+
+
+def test_result_echoes_the_options_as_taken(pack_only_engine: Engine) -> None:
+    asked = TranslateOptions("es", source="en", glossary=[GlossaryEntry("World", "MUNDO", source="en")])
+    result = pack_only_engine.translate("Hello world.", asked)
+    assert result.options == TranslateOptions(
+        "spa_Latn", "eng_Latn", "best", (GlossaryEntry("World", "MUNDO", source="eng_Latn"),)
+    )
+    assert result.to_dict()["tier"] == "best" and "options" not in result.to_dict()  # the wire shape holds
+    detected = pack_only_engine.translate("Hello world, how are you today?", TranslateOptions("es"))
+    assert detected.options.source is None and detected.options.tier == "best"
+
+
+def test_options_must_be_an_options_object(pack_only_engine: Engine) -> None:
+    with pytest.raises(InvalidRequest, match="TranslateOptions"):
+        pack_only_engine.translate("Hello", "es")  # type: ignore[arg-type]
+
+
+# ----- backends report what they learned ---------------------------------------------------------------
+def test_backend_notes_become_result_warnings_summed_per_hop(pack_only_engine: Engine) -> None:
+    backend = pack_only_engine.registry.backend("argos-en-es")
+    inner = backend.translate_batch
+
+    def noting(batch: Any, source: str, target: str) -> BatchOutput:
+        out = inner(batch, source, target)
+        return BatchOutput(out.texts, {"unknown_words": 2, "odd_thing": 1, "nothing": 0})
+
+    backend.translate_batch = noting
+    texts = [f"Sentence number {i}." for i in range(engine_module.CHUNK_SEGMENTS + 10)]  # two chunks
+    results = pack_only_engine.translate_many(texts, TranslateOptions("es", source="en"))
+    assert results[0].warnings == (
+        "unknown_words: argos-en-es left 4 word(s) it does not know untranslated",
+        "odd_thing: argos-en-es reported 2",
+    )
+    assert all(r.warnings == results[0].warnings for r in results)
+
+
+# ----- progress, cancellation, deadline --------------------------------------------------------------
+def test_cancel_stops_the_engine_at_the_next_chunk(pack_only_engine: Engine) -> None:
+    counter = CallCounter(pack_only_engine.registry.backend("argos-en-es"))
+    token = CancelToken()
+    seen: list[int] = []
+
+    def progress(done: int, total: int, message: str) -> None:
+        seen.append(done)
+        token.cancel("the user gave up")  # as a client would, while the first chunk is reported
+
+    context = JobContext(progress, token)
+    texts = [f"Sentence number {i}." for i in range(3 * engine_module.CHUNK_SEGMENTS)]
+    with pytest.raises(Cancelled, match="the user gave up"):
+        pack_only_engine.translate_many(texts, TranslateOptions("es", source="en"), context=context)
+    assert counter.calls == [engine_module.CHUNK_SEGMENTS]  # one chunk done, then stopped
+    assert seen == [engine_module.CHUNK_SEGMENTS]
+
+
+def test_cancelled_or_late_work_never_reaches_a_backend(pack_only_engine: Engine) -> None:
+    counter = CallCounter(pack_only_engine.registry.backend("argos-en-es"))
+    cancelled = JobContext()
+    cancelled.cancel.cancel()
+    with pytest.raises(Cancelled):
+        pack_only_engine.translate("Hello.", TranslateOptions("es", source="en"), context=cancelled)
+    late = JobContext(deadline=time.monotonic() - 1)
+    with pytest.raises(EngineTimeout):
+        pack_only_engine.translate("Hello.", TranslateOptions("es", source="en"), context=late)
+    assert counter.calls == []

@@ -41,7 +41,7 @@ from dragoman.languages.catalogue import resolve
 from dragoman.probes import Refreshing, mtime, run_program
 from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
 from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Broken, Pipeline, Stuck, kill_all
-from dragoman.translation.types import Pieces, Protected
+from dragoman.translation.types import BatchOutput, Pieces, Protected
 
 log = logging.getLogger("dragoman.translation.apertium")
 
@@ -309,7 +309,6 @@ class ApertiumBackend:
         self._lock = threading.Lock()
         self._holder: list[Pipeline] = []  # the running pipeline, if any
         self._closed = False
-        self._local = threading.local()
         self._finalizer = weakref.finalize(self, kill_all, self._holder)
         if start:
             with self._lock:
@@ -320,13 +319,11 @@ class ApertiumBackend:
         """Process ids of the running stages (empty when none runs)."""
         return self._holder[0].pids if self._holder else ()
 
-    @property
-    def last_unknown_words(self) -> int:
-        """How many unknown words the calling thread's last call left untranslated."""
-        return int(getattr(self._local, "unknown", 0))
-
-    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> list[str]:
-        return [out.text for out in self.translate_batch_detailed(batch, source, target)]
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        """The translations, and ``unknown_words`` in the notes: how many words were left untranslated."""
+        outputs = self.translate_batch_detailed(batch, source, target)
+        unknown = sum(len(out.unknown_words) for out in outputs)
+        return BatchOutput(tuple(out.text for out in outputs), {"unknown_words": unknown} if unknown else {})
 
     def translate_batch_detailed(
         self, batch: Sequence[Pieces], source: str, target: str
@@ -365,7 +362,6 @@ class ApertiumBackend:
         for prep in prepared:
             out = next(done) if prep.block is not None else ApertiumOutput(prep.fixed)
             outputs.append(ApertiumOutput(prep.lead + out.text + prep.trail, out.unknown_words))
-        self._local.unknown = sum(len(o.unknown_words) for o in outputs)
         return outputs
 
     def _pipeline(self) -> Pipeline:

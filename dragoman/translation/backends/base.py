@@ -1,7 +1,9 @@
 """What every backend offers, and the protection logic shared by backends that cannot mark spans.
 
 A backend translates a batch of segments, each a tuple of plain text and :class:`Protected` spans, from one
-language to another, and guarantees that each protected span's ``output`` appears in its translation.
+language to another, and guarantees that each protected span's ``output`` appears in its translation. It
+answers a :class:`BatchOutput`: the translations and what it learned (Apertium's unknown words), so that
+nothing about a call is left on the backend for the caller to read afterwards.
 Apertium marks spans as superblanks, which its pipeline carries through untouched; neural backends use
 :func:`translate_protected`: translate with the spans written in place (models copy ``{name}``, URLs and
 foreign terms most of the time), check every span came through, and translate the segments where one did
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from dragoman.translation.types import Pieces, Protected
+from dragoman.translation.types import BatchOutput, Pieces, Protected
 
 
 class Backend(Protocol):
@@ -21,8 +23,9 @@ class Backend(Protocol):
 
     pack_id: str
 
-    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> list[str]:
-        """Translate each segment; the result has one string per segment, in order."""
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        """Translate each segment: one string per segment, in order, and the notes of what the backend
+        learned doing it (e.g. words it could not translate)."""
         ...
 
     def close(self) -> None:

@@ -36,7 +36,7 @@ from dragoman.errors import (
 from dragoman.models.manifest import PackManifest
 from dragoman.translation.backends.base import translate_protected
 from dragoman.translation.segmentation import split_to_limit
-from dragoman.translation.types import Pieces
+from dragoman.translation.types import BatchOutput, Pieces
 
 log = logging.getLogger("dragoman.translation.ctranslate2")
 
@@ -279,7 +279,7 @@ class CTranslate2Backend:
                 outputs.append(self._decode(tokens))
         return outputs
 
-    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> list[str]:
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
         """Translate segments keeping every protected span (see :func:`translate_protected`)."""
         self._check_pair(source, target)
         results, fallbacks = translate_protected(
@@ -287,7 +287,7 @@ class CTranslate2Backend:
         )
         if fallbacks:
             log.debug("pack %s: %d segment(s) translated piecewise around spans", self.pack_id, fallbacks)
-        return results
+        return BatchOutput(tuple(results))
 
     def close(self) -> None:
         """Unload the model; later calls fail with BackendError. Calls under way finish first.
