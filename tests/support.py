@@ -33,9 +33,12 @@ class UpperTranslator:
         self.target = target
         self.calls: list[list[str]] = []
 
-    def __call__(self, texts: Sequence[str]) -> list[str]:
+    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
         self.calls.append(list(texts))
         return [self.one(t) for t in texts]
+
+    def detect_language(self, text: str) -> str | None:
+        return None
 
     def one(self, text: str) -> str:
         parts = self.protected.split(text)

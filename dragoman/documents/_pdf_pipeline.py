@@ -1,15 +1,16 @@
 """The order of work on a PDF, and the two threads that share it.
 
-MuPDF work (reading, OCR, removing text, laying out, saving) runs on one worker thread; translation stays
-on the calling thread (the engine keeps per-thread state, and the MCP server's progress callback must run
-on the thread it handed the work to). The worker asks for translations a group of pages at a time (at
-least :data:`GROUP_TEXTS` texts, :data:`MAX_GROUPS` groups at most), and lays out each group while the next
-one is being translated: the format layer's cost is mostly hidden behind the engine's time when a core is
-free (Apertium runs in other processes; CTranslate2 releases the GIL). When the source language is known,
-the first groups are asked for while later pages are still being read; otherwise every page is read
-first (OCR of a scan needs the language, which the translator detects on its first call). The text is
-removed from every page while the first group is translated. Progress counts the document's texts across
-groups. Set :data:`MAX_GROUPS` to 1 for a single translator call per document.
+MuPDF work (reading, OCR, removing text, laying out, saving) runs on one worker thread; translation and
+progress stay on the calling thread (a front door's progress callback and cancellation check may need the
+thread it handed the work to, as the MCP server's do). The worker asks for translations a group of pages at
+a time (at least :data:`GROUP_TEXTS` texts, :data:`MAX_GROUPS` groups at most), and lays out each group
+while the next one is being translated: the format layer's cost is mostly hidden behind the engine's time
+when a core is free (Apertium runs in other processes; CTranslate2 releases the GIL). When the source
+language is known, the first groups are asked for while later pages are still being read; otherwise every
+page is read first (OCR of a scan needs the language, which the translator detects on its first call). The
+text is removed from every page while the first group is translated. Progress counts the document's texts
+across groups: each group goes to the translator with the count of texts before it and the document's total.
+Set :data:`MAX_GROUPS` to 1 for a single translator call per document.
 
 Messages go through two queues: the worker's requests (translate, progress, done, error) and the
 caller's answers (translations, or None to stop). MuPDF is not thread-safe and its calls hold the GIL: one
@@ -90,7 +91,7 @@ class PdfJob:
                     kind, payload = self.requests.get()
                     if kind == "translate":
                         texts, done, total = payload
-                        self.answers.put(self._translate_group(texts, done, total, progress))
+                        self.answers.put(self._translate_group(texts, done, total))
                     elif kind == "progress":
                         if progress is not None:
                             progress(*payload)
@@ -103,26 +104,10 @@ class PdfJob:
                 self.answers.put(None)  # a worker still waiting for translations stops
                 worker.join()
 
-    def _translate_group(
-        self, texts: list[str], done: int, total: int, progress: ProgressCallback | None
-    ) -> list[str]:
-        """One group through the translator. When the translator reports progress through the same
-        callback (as :class:`EngineTextTranslator` of :mod:`dragoman.pipelines.translate_file` does), its
-        counts are made the document's (texts done before this group added, the document's total):
-        they only grow."""
-        own = getattr(self.translate, "progress", None)
-        if progress is None or own is not progress:
-            return self.translate(texts)
-        forward: ProgressCallback = own
-
-        def document_progress(count: int, _total: int, message: str) -> None:
-            forward(done + count, max(total, done + count), message)
-
-        self.translate.progress = document_progress  # type: ignore[attr-defined]
-        try:
-            return self.translate(texts)
-        finally:
-            self.translate.progress = own  # type: ignore[attr-defined]
+    def _translate_group(self, texts: list[str], done: int, total: int) -> list[str]:
+        """One group through the translator, which counts its progress as the document's: the texts done
+        before this group, the document's total (the count only grows)."""
+        return self.translate(texts, done=done, total=total)
 
     # ----- the worker thread ------------------------------------------------------------------------
     def _ask(self, texts: list[str], done: int, total: int) -> None:

@@ -55,12 +55,25 @@ class DocumentReport:
 
 
 class TextTranslator(Protocol):
-    """What a handler is given: translation of texts, plus the languages (FLORES) when known."""
+    """What a handler is given: translation of texts, the languages (FLORES) when known, and detection.
 
-    source: str | None
+    Everything a handler may call is declared here; handlers never reach for anything else on it.
+    """
+
+    source: str | None  # set by a handler that detects the language (OCR reads with it)
     target: str
 
-    def __call__(self, texts: Sequence[str]) -> list[str]: ...
+    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
+        """The translations of ``texts``, in order; blank texts come back as given.
+
+        A translator that reports progress counts these texts after ``done`` others of ``total`` in all
+        (default: just these), so a handler that translates a document in parts keeps one count.
+        """
+        ...
+
+    def detect_language(self, text: str) -> str | None:
+        """The FLORES code of ``text``, or None when detection is uncertain."""
+        ...
 
 
 class FormatHandler(Protocol):

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from dragoman.documents import ocr
 from dragoman.documents._image_render import Info, draw_translations, save_pages
@@ -143,14 +143,6 @@ def iter_pages(path: Path) -> Iterator[Image.Image]:
             yield page
 
 
-def _detector(translate: TextTranslator) -> Callable[[str], str | None] | None:
-    """How to detect the language of OCR text: the translator's ``detect_language``, when it has one."""
-    detect = getattr(translate, "detect_language", None)
-    if callable(detect):
-        return cast("Callable[[str], str | None]", detect)
-    return None
-
-
 @dataclass(frozen=True)
 class Page:
     """What OCR found on one page, and which of it is text worth translating."""
@@ -196,9 +188,8 @@ def read_pages(
     lang = ocr.default_languages()
     pages = _read(source, count, lang, progress)
     text = "\n\n".join(b.text for page in pages for b in page.text_blocks)
-    detect = _detector(translate)
     try:
-        detected = detect(text) if detect is not None and text.strip() else None
+        detected = translate.detect_language(text) if text.strip() else None
     except DragomanError as exc:
         warns.append(f"source_uncertain: the language of the image's text could not be detected: {exc}")
         detected = None

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from dragoman.documents import images
 from dragoman.documents.base import DocumentReport, TextBox, atomic_output, check_size, read_head
 from dragoman.errors import DocumentFormatError
-from dragoman.limits import Provenance
+from dragoman.limits import Provenance, Tier
 from dragoman.pipelines.translate_file import FALLBACK_SOURCE, EngineTextTranslator, output_path
-from dragoman.progress import ProgressCallback
-from dragoman.translation.types import GlossaryEntry
+from dragoman.progress import JobContext
+from dragoman.translation.types import GlossaryEntry, TranslateOptions
 
 if TYPE_CHECKING:
     from dragoman.translation.engine import Engine
@@ -64,32 +64,35 @@ def ocr_translate(
     render: bool = True,
     output: str | Path | None = None,
     overwrite: bool = False,
-    tier: str | None = None,
-    glossary: Sequence[GlossaryEntry] | None = None,
-    progress: ProgressCallback | None = None,
+    tier: Tier | None = None,
+    glossary: Sequence[GlossaryEntry] = (),
+    context: JobContext | None = None,
 ) -> OcrTranslation:
     """Read the text of a PNG, JPEG or TIFF image with OCR and translate it into ``target``.
 
     Without ``source`` the image is read with the default languages and the text's language detected
-    (then read again with it). With ``render`` the translated image is written too.
+    (then read again with it). With ``render`` the translated image is written too. ``glossary`` and
+    ``context`` are as for :func:`~dragoman.pipelines.translate_file.translate_file`.
     """
     started = time.perf_counter()
+    context = context or JobContext()
     source_path = Path(path).expanduser().absolute()
     check_size(source_path)
     if images.image_format(read_head(source_path, 16)) is None:
         raise DocumentFormatError(
             f"{source_path.name} is not a PNG, JPEG or TIFF image; use translate_file for documents"
         )
-    translator = EngineTextTranslator(engine, target, source, tier=tier, glossary=glossary, progress=progress)
+    options = TranslateOptions(target, source, tier, tuple(glossary))
+    translator = EngineTextTranslator(engine, options, context=context)
     out: Path | None = None
     if render:
         out = output_path(source_path, output, target)
         with atomic_output(out, overwrite=overwrite) as partial:
             report: DocumentReport = images.ocr_and_translate(
-                source_path, translator, progress, render_to=partial
+                source_path, translator, context.report, render_to=partial
             )
     else:
-        report = images.ocr_and_translate(source_path, translator, progress)
+        report = images.ocr_and_translate(source_path, translator, context.report)
     return OcrTranslation(
         input_path=source_path,
         output_path=out,

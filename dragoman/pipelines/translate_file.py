@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,9 +22,9 @@ from dragoman.documents.base import (
 )
 from dragoman.errors import DocumentFormatError, InvalidRequest
 from dragoman.languages.catalogue import get, resolve
-from dragoman.limits import Provenance
-from dragoman.progress import ProgressCallback
-from dragoman.translation.types import GlossaryEntry
+from dragoman.limits import Provenance, Tier
+from dragoman.progress import JobContext
+from dragoman.translation.types import GlossaryEntry, TranslateOptions
 
 if TYPE_CHECKING:
     from dragoman.translation.engine import Engine
@@ -63,25 +63,21 @@ class EngineTextTranslator:
     """The :class:`~dragoman.documents.base.TextTranslator` a handler gets: engine passes, progress, warnings.
 
     Without a source language, the first texts handed in are detected once, as one sample: a document is
-    one language far more often than a batch of unrelated strings is.
+    one language far more often than a batch of unrelated strings is. Each pass of at most
+    :data:`TEXTS_PER_PASS` texts is reported through the ``context`` (which stops the work once cancelled or
+    past its deadline); the engine checks the same context between its chunks.
     """
 
     def __init__(
-        self,
-        engine: Engine,
-        target: str,
-        source: str | None,
-        *,
-        tier: str | None = None,
-        glossary: Sequence[GlossaryEntry] | None = None,
-        progress: ProgressCallback | None = None,
+        self, engine: Engine, options: TranslateOptions, *, context: JobContext | None = None
     ) -> None:
         self.engine = engine
-        self.target = resolve(target)
-        self.source = resolve(source) if source else None
-        self.tier = tier
-        self.glossary = glossary
-        self.progress = progress
+        self.options = options
+        self.target = resolve(options.target)
+        self.source = resolve(options.source) if options.source else None
+        self.context = context or JobContext()
+        # The engine checks cancellation and the deadline; progress is counted here, in texts.
+        self._engine_context = JobContext(cancel=self.context.cancel, deadline=self.context.deadline)
         self.warnings: list[str] = []
         self.translated = 0
 
@@ -102,23 +98,24 @@ class EngineTextTranslator:
         """The FLORES code of ``text``, or None when detection is uncertain (OCR picks its language)."""
         return self.engine.detect(text).flores
 
-    def __call__(self, texts: Sequence[str]) -> list[str]:
+    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
         texts = list(texts)
         if not any(t.strip() for t in texts):
             return texts
         if self.source is None:
             self.source = self._detect(texts)
+        options = replace(self.options, target=self.target, source=self.source)
         out: list[str] = []
-        total = len(texts)
-        for start in range(0, total, TEXTS_PER_PASS):
+        count = len(texts)
+        overall = max(total, done + count) if total is not None else done + count
+        for start in range(0, count, TEXTS_PER_PASS):
             chunk = texts[start : start + TEXTS_PER_PASS]
-            results = self.engine.translate_many(chunk, self.target, self.source, self.tier, self.glossary)
+            results = self.engine.translate_many(chunk, options, context=self._engine_context)
             out.extend(r.translation for r in results)
             for result in results:
                 self.warnings.extend(w for w in result.warnings if w not in self.warnings)
             self.translated += len(chunk)
-            if self.progress is not None:
-                self.progress(start + len(chunk), total, "translating")
+            self.context.report(done + start + len(chunk), overall, "translating")
         return out
 
 
@@ -181,18 +178,24 @@ def translate_file(
     source: str | None = None,
     output: str | Path | None = None,
     overwrite: bool = False,
-    tier: str | None = None,
-    glossary: Sequence[GlossaryEntry] | None = None,
-    progress: ProgressCallback | None = None,
+    tier: Tier | None = None,
+    glossary: Sequence[GlossaryEntry] = (),
+    context: JobContext | None = None,
 ) -> FileTranslation:
-    """Translate a file into ``target`` and write it out; the input is never modified."""
+    """Translate a file into ``target`` and write it out; the input is never modified.
+
+    ``glossary`` holds the entries to consider (the engine applies those scoped to the pair); ``context``
+    receives progress (texts translated) and stops the work once cancelled or past its deadline.
+    """
     started = time.perf_counter()
+    context = context or JobContext()
     source_path = Path(path).expanduser().absolute()
     handler = find_handler(source_path)
-    translator = EngineTextTranslator(engine, target, source, tier=tier, glossary=glossary, progress=progress)
+    options = TranslateOptions(target, source, tier, tuple(glossary))
+    translator = EngineTextTranslator(engine, options, context=context)
     out = output_path(source_path, output, target)
     with atomic_output(out, overwrite=overwrite) as partial:
-        report: DocumentReport = handler.translate(source_path, partial, translator, progress)
+        report: DocumentReport = handler.translate(source_path, partial, translator, context.report)
     return FileTranslation(
         input_path=source_path,
         output_path=out,

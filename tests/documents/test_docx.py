@@ -49,9 +49,12 @@ class Fake:
         self.rewrite = rewrite
         self.calls: list[list[str]] = []
 
-    def __call__(self, texts: Sequence[str]) -> list[str]:
+    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
         self.calls.append(list(texts))
         return [self.rewrite(t) for t in texts]
+
+    def detect_language(self, text: str) -> str | None:
+        return None
 
 
 # --- building documents ---------------------------------------------------------------------------------

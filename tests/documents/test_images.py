@@ -38,7 +38,7 @@ class Brackets:
         self.calls: list[list[str]] = []
         self.detected = detected
 
-    def __call__(self, texts: Sequence[str]) -> list[str]:
+    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
         self.calls.append(list(texts))
         return [f"[{t.upper()}]" for t in texts]
 

@@ -21,6 +21,7 @@ from dragoman.documents import _pdf_fonts, _pdf_layout, _pdf_ocr, _pdf_pipeline,
 from dragoman.documents.pdf import PdfHandler
 from dragoman.errors import DocumentFormatError, OcrUnavailable
 from dragoman.pipelines import translate_file as files
+from dragoman.progress import JobContext
 from dragoman.settings import Settings
 from dragoman.translation.engine import Engine
 
@@ -55,9 +56,12 @@ class Fake:
         self.transform = transform or (lambda t: f"[{t.upper()}]")
         self.calls: list[list[str]] = []
 
-    def __call__(self, texts: Sequence[str]) -> list[str]:
+    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
         self.calls.append(list(texts))
         return [self.transform(t) if t.strip() else t for t in texts]
+
+    def detect_language(self, text: str) -> str | None:
+        return None
 
 
 def png(size: tuple[int, int], colour: tuple[int, int, int]) -> bytes:
@@ -458,7 +462,7 @@ def test_a_failing_translation_leaves_nothing_behind(
 ) -> None:
     source = build(tmp_path / "report.pdf")
 
-    def broken(*args: object) -> list[str]:
+    def broken(*args: object, **kwargs: object) -> list[str]:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(files.EngineTextTranslator, "__call__", broken)
@@ -476,9 +480,8 @@ def test_progress_counts_the_documents_texts_and_only_grows(engine: Engine, tmp_
         doc[-1].insert_text((72, 200), "The garden is big.", fontsize=12)
     doc.save(tmp_path / "many.pdf")
     seen: list[tuple[int, int, str]] = []
-    result = files.translate_file(
-        engine, tmp_path / "many.pdf", "es", source="en", progress=lambda d, t, m: seen.append((d, t, m))
-    )
+    context = JobContext.of(lambda d, t, m: seen.append((d, t, m)))
+    result = files.translate_file(engine, tmp_path / "many.pdf", "es", source="en", context=context)
     counts = [d for d, _, m in seen if m == "translating"]
     assert len(counts) >= 2 and counts == sorted(counts) and counts[-1] == 80
     assert {t for _, t, m in seen if m == "translating"} == {80}

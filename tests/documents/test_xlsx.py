@@ -44,9 +44,12 @@ class Fake:
         self.rewrite = rewrite
         self.calls: list[list[str]] = []
 
-    def __call__(self, texts: Sequence[str]) -> list[str]:
+    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
         self.calls.append(list(texts))
         return [self.rewrite(t) for t in texts]
+
+    def detect_language(self, text: str) -> str | None:
+        return None
 
 
 def to_shared_strings(path: Path, keep_inline: set[str]) -> None:

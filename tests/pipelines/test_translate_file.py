@@ -9,10 +9,12 @@ import pytest
 from support import needs_apertium
 
 from dragoman.documents import base
-from dragoman.errors import DocumentFormatError, FileTooLarge, InvalidRequest
+from dragoman.errors import Cancelled, DocumentFormatError, EngineTimeout, FileTooLarge, InvalidRequest
 from dragoman.pipelines import translate_file as files
+from dragoman.progress import JobContext
 from dragoman.settings import Settings
 from dragoman.translation.engine import Engine
+from dragoman.translation.types import GlossaryEntry, TranslateOptions
 
 
 @pytest.fixture
@@ -61,7 +63,7 @@ def test_failing_handler_leaves_nothing_behind(
     source = tmp_path / "a.txt"
     source.write_text("Hello.", encoding="utf-8")
 
-    def broken(*args: object) -> list[str]:
+    def broken(*args: object, **kwargs: object) -> list[str]:
         raise RuntimeError("disk on fire")
 
     monkeypatch.setattr(files.EngineTextTranslator, "__call__", broken)
@@ -100,3 +102,39 @@ def test_atomic_output_refuses_a_name_taken_meanwhile(tmp_path: Path) -> None:
 def test_default_output_uses_the_bcp47_tag() -> None:
     assert files.default_output(Path("/x/report.docx"), "spa_Latn") == Path("/x/report.es.docx")
     assert files.default_output(Path("/x/a.txt"), "zh-TW") == Path("/x/a.zh-Hant.txt")
+
+
+@needs_apertium
+def test_glossary_is_what_the_caller_gives(engine: Engine, tmp_path: Path) -> None:
+    source = tmp_path / "a.txt"
+    source.write_text("The garden is big.", encoding="utf-8")
+    entries = [GlossaryEntry("garden", "VERGEL", source="en", target="es")]
+    result = files.translate_file(engine, source, "es", source="en", glossary=entries)
+    assert "VERGEL" in result.output_path.read_text(encoding="utf-8")
+    plain = files.translate_file(engine, source, "es", source="en", output=tmp_path / "plain.txt")
+    assert "VERGEL" not in plain.output_path.read_text(encoding="utf-8")  # no entries: none applies
+
+
+def test_cancelled_or_late_file_work_stops_and_leaves_nothing(engine: Engine, tmp_path: Path) -> None:
+    source = tmp_path / "a.txt"
+    source.write_text("The house is red.\n\nThe garden is big.\n", encoding="utf-8")
+    cancelled = JobContext()
+    cancelled.cancel.cancel("stop")
+    with pytest.raises(Cancelled):
+        files.translate_file(engine, source, "es", source="en", context=cancelled)
+    with pytest.raises(EngineTimeout):
+        files.translate_file(engine, source, "es", source="en", context=JobContext(deadline=0.0))
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_translator_counts_progress_across_calls(engine: Engine) -> None:
+    seen: list[tuple[int, int, str]] = []
+    translator = files.EngineTextTranslator(
+        engine, TranslateOptions("es", source="es"), context=JobContext.of(lambda *a: seen.append(a))
+    )
+    texts = ["Hola."] * (files.TEXTS_PER_PASS + 4)  # same language: returned as they are, in two passes
+    assert translator(texts, done=10, total=500) == texts
+    assert seen == [(10 + files.TEXTS_PER_PASS, 500, "translating"), (10 + len(texts), 500, "translating")]
+    seen.clear()
+    translator(["Hola."])
+    assert seen == [(1, 1, "translating")]
