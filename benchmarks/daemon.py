@@ -202,6 +202,7 @@ def main() -> int:
     from dragoman.settings import Settings
     from dragoman.testing.tinypack import build_argos_pack
     from dragoman.translation.engine import Engine
+    from dragoman.translation.types import TranslateOptions
 
     tmp = Path(tempfile.mkdtemp(prefix="dragoman-bench-"))
     env = {
@@ -232,7 +233,7 @@ def main() -> int:
         with Engine(settings) as engine:
 
             def call(text: str) -> object:
-                return engine.translate(text, target, source)
+                return engine.translate(text, TranslateOptions(target, source=source))
 
             in_process(call, 2, 1.0)  # warm-up: load the pack, start pipelines
             asyncio.run(over_http(url, 2, 1.0, body, {}))

@@ -36,6 +36,7 @@ from dragoman.settings import Settings
 from dragoman.testing.tinypack import build_argos_pack, sample_sentences
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
 from dragoman.translation.engine import Engine
+from dragoman.translation.types import TranslateOptions
 
 WORDS = (
     "the house garden river city morning people small green quickly table window letter "
@@ -150,9 +151,9 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
     )
     with Engine(settings) as engine:
         t0 = time.perf_counter()
-        engine.translate(texts[0], target="es", source="en", glossary=[])
+        engine.translate(texts[0], TranslateOptions("es", source="en"))
         first = time.perf_counter() - t0
-        second = best_of(lambda: engine.translate(texts[0], target="es", source="en", glossary=[]), repeat)
+        second = best_of(lambda: engine.translate(texts[0], TranslateOptions("es", source="en")), repeat)
         print(
             f"first call (loads the pack): {first * 1000:.1f} ms; second call: {second * 1000:.2f} ms "
             f"({first / second:.0f}x)"
@@ -173,7 +174,7 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
             raw.translate(texts)
 
         def batch() -> None:
-            engine.translate_batch(texts, target="es", source="en", glossary=[])
+            engine.translate_batch(texts, TranslateOptions("es", source="en"))
 
         def raw_single() -> None:
             for text in texts:
@@ -181,7 +182,7 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
 
         def single() -> None:
             for text in texts:
-                engine.translate(text, target="es", source="en", glossary=[])
+                engine.translate(text, TranslateOptions("es", source="en"))
 
         batch()  # warm up
         raw_single()
@@ -219,13 +220,13 @@ def bench_apertium(root: Path) -> None:
     lines = sentences(1000)
     print("== apertium")
     with Engine(settings) as engine:
-        engine.translate("Warm up.", target="es", source="en")
+        engine.translate("Warm up.", TranslateOptions("es", source="en"))
         latency = best_of(
-            lambda: engine.translate("The house is red.", target="es", source="en", glossary=[]), repeat=51
+            lambda: engine.translate("The house is red.", TranslateOptions("es", source="en")), repeat=51
         )
         print(f"apertium warm pipeline, one short sentence: {latency * 1000:.2f} ms (target < 10 ms)")
         text = "\n".join(lines)
-        t_engine = best_of(lambda: engine.translate(text, target="es", source="en", glossary=[]), repeat=3)
+        t_engine = best_of(lambda: engine.translate(text, TranslateOptions("es", source="en")), repeat=3)
     source = root / "lines.txt"
     source.write_text(text + "\n", encoding="utf-8")
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
 from dragoman.translation.engine import Engine
+from dragoman.translation.types import TranslateOptions
 
 PAGES = 50
 ROUNDS = 3
@@ -49,7 +50,9 @@ def engine_alone(engine: Engine, calls: Sequence[Sequence[str]]) -> float:
     start = time.perf_counter()
     for texts in calls:
         for first in range(0, len(texts), files.TEXTS_PER_PASS):
-            engine.translate_many(texts[first : first + files.TEXTS_PER_PASS], "spa_Latn", "eng_Latn")
+            engine.translate_many(
+                texts[first : first + files.TEXTS_PER_PASS], TranslateOptions("spa_Latn", source="eng_Latn")
+            )
     return time.perf_counter() - start
 
 

@@ -48,6 +48,7 @@ async def measure(
 
     from dragoman.settings import Settings
     from dragoman.translation.engine import Engine
+    from dragoman.translation.types import TranslateOptions
 
     server = StdioServerParameters(command=sys.executable, args=["-m", "dragoman.cli", "mcp"], env=env)
     arguments = {"text": args.text, "target": args.target, "source": args.source}
@@ -59,7 +60,7 @@ async def measure(
             await session.initialize()
             for i in range(args.warmup + args.n):
                 started = time.perf_counter()
-                engine.translate(args.text, args.target, args.source)
+                engine.translate(args.text, TranslateOptions(args.target, source=args.source))
                 local_seconds = time.perf_counter() - started
                 started = time.perf_counter()
                 result = await session.call_tool("translate", arguments)

@@ -2,9 +2,9 @@
 
 The public surface is small; everything else is internal::
 
-    from dragoman import Engine
+    from dragoman import Engine, TranslateOptions
     with Engine() as engine:
-        print(engine.translate("The house is red.", target="es").translation)
+        print(engine.translate("The house is red.", TranslateOptions(target="es")).translation)
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["DragomanError", "Engine", "Settings", "TranslationResult", "__version__"]
+__all__ = ["DragomanError", "Engine", "Settings", "TranslateOptions", "TranslationResult", "__version__"]
 
 if TYPE_CHECKING:
     from dragoman.errors import DragomanError
     from dragoman.settings import Settings
     from dragoman.translation.engine import Engine
-    from dragoman.translation.types import TranslationResult
+    from dragoman.translation.types import TranslateOptions, TranslationResult
 
 
 def __getattr__(name: str) -> Any:
@@ -35,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from dragoman.translation.types import TranslationResult
 
         return TranslationResult
+    if name == "TranslateOptions":
+        from dragoman.translation.types import TranslateOptions
+
+        return TranslateOptions
     if name == "Settings":
         from dragoman.settings import Settings
 

@@ -10,7 +10,7 @@ import shutil
 import sys
 import time
 
-from dragoman import Engine
+from dragoman import Engine, TranslateOptions
 from dragoman.errors import DragomanError
 from dragoman.server.daemon.portfile import daemon_status
 from dragoman.status import engine_status
@@ -33,7 +33,7 @@ def main() -> int:
     with Engine() as engine:
         print("== English -> Spanish (Apertium, on-device)")
         started = time.perf_counter()
-        results = engine.translate_batch(SENTENCES_EN, target="es", source="en")
+        results = engine.translate_batch(SENTENCES_EN, TranslateOptions("es", source="en"))
         for source, result in zip(SENTENCES_EN, results, strict=True):
             print(f"  {source}\n  -> {result.translation}")
         print(
@@ -42,7 +42,7 @@ def main() -> int:
         )
 
         print("\n== Spanish -> English, source detected")
-        back = engine.translate("La casa es roja y el jardín es muy grande.", target="eng_Latn")
+        back = engine.translate("La casa es roja y el jardín es muy grande.", TranslateOptions("eng_Latn"))
         print(
             f"  La casa es roja y el jardín es muy grande.\n  -> {back.translation}  (source {back.source})"
         )
@@ -53,7 +53,7 @@ def main() -> int:
             "Buenos días, ¿cómo estás hoy?",
             "Bon dia, com estàs avui?",
         ]
-        for text, result in zip(mixed, engine.translate_batch(mixed, target="es"), strict=True):
+        for text, result in zip(mixed, engine.translate_batch(mixed, TranslateOptions("es")), strict=True):
             print(f"  [{result.source}] {text} -> {result.translation} {list(result.warnings) or ''}")
 
         print("\n== Language detection")
@@ -72,7 +72,7 @@ def main() -> int:
 
         print("\n== Errors are typed and say what to do")
         try:
-            engine.translate("Hello", target="klingon")
+            engine.translate("Hello", TranslateOptions("klingon"))
         except DragomanError as exc:
             print(f"  {type(exc).__name__} ({exc.status}): {exc.message}")
 

@@ -118,6 +118,30 @@ def test_translate_file_writes_beside_the_input(capsys: pytest.CaptureFixture[st
     assert code == 2 and "already exists" in err
 
 
+def test_the_user_glossary_file_applies_to_translate_and_translate_file(
+    capsys: pytest.CaptureFixture[str],
+    packs_dir: Path,
+    tiny_argos_pack: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The engine owns no glossary: the command line reads the user's file and hands its entries over.
+    monkeypatch.setenv("DRAGOMAN_APERTIUM", "0")
+    from dragoman.server.local_store import GlossaryStore
+    from dragoman.settings import Settings
+    from dragoman.translation.types import GlossaryEntry
+
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    store = GlossaryStore(Settings.from_env().local.glossary_path)
+    store.add([GlossaryEntry("world", "MUNDO-CLI")], source="en", target="es")
+    code, out, _ = run(capsys, "translate", "Hello world.", "--to", "es", "--from", "en")
+    assert code == 0 and "MUNDO-CLI" in out
+    source = tmp_path / "hello.txt"
+    source.write_text("Hello world.\n", encoding="utf-8")
+    code, _, _ = run(capsys, "translate-file", str(source), "--to", "es", "--from", "en")
+    assert code == 0 and "MUNDO-CLI" in (tmp_path / "hello.es.txt").read_text(encoding="utf-8")
+
+
 @pytest.mark.skipif(
     shutil.which("tesseract") is None, reason="tesseract is not installed (apt-get install tesseract-ocr)"
 )

@@ -10,12 +10,15 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dragoman import __version__
 from dragoman.errors import DragomanError
-from dragoman.progress import ProgressCallback
+from dragoman.progress import JobContext, ProgressCallback
 from dragoman.settings import Settings
+
+if TYPE_CHECKING:
+    from dragoman.translation.types import GlossaryEntry
 
 log = logging.getLogger("dragoman")
 
@@ -38,9 +41,20 @@ def _engine(settings: Settings) -> Any:
     return Engine(settings)
 
 
+def _user_glossary(settings: Settings) -> tuple[GlossaryEntry, ...]:
+    """The user's glossary file, which every command that translates applies (the engine owns none)."""
+    from dragoman.server.local_store import GlossaryStore
+
+    return GlossaryStore(settings.local.glossary_path).load()
+
+
 def cmd_translate(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.translation.types import TranslateOptions
+
+    text = _text_arg(args)
+    options = TranslateOptions(args.to, args.source, args.tier, _user_glossary(settings))
     with _engine(settings) as engine:
-        result = engine.translate(_text_arg(args), target=args.to, source=args.source, tier=args.tier)
+        result = engine.translate(text, options)
     if args.json:
         _print_json(result.to_dict())
     else:
@@ -79,7 +93,8 @@ def cmd_translate_file(args: argparse.Namespace, settings: Settings) -> int:
             output=args.output,
             overwrite=args.overwrite,
             tier=args.tier,
-            progress=progress,
+            glossary=_user_glossary(settings),
+            context=JobContext.of(progress),
         )
     if args.json:
         data = {
@@ -111,7 +126,8 @@ def cmd_ocr(args: argparse.Namespace, settings: Settings) -> int:
             output=args.output,
             overwrite=args.overwrite,
             tier=args.tier,
-            progress=progress,
+            glossary=_user_glossary(settings),
+            context=JobContext.of(progress),
         )
     if args.json:
         _print_json(json.loads(json.dumps(asdict(result), default=str)))

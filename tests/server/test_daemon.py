@@ -33,13 +33,14 @@ from dragoman.cli import main as cli_main
 from dragoman.errors import BackendError
 from dragoman.languages.types import Language
 from dragoman.limits import Provenance
+from dragoman.progress import JobContext
 from dragoman.server._http import host_name
 from dragoman.server.daemon.app import BackgroundDaemon, _checked, create_app, is_loopback
 from dragoman.server.daemon.portfile import daemon_file
 from dragoman.settings import Settings
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
-from dragoman.translation.types import GlossaryEntry, TranslationResult
+from dragoman.translation.types import TranslateOptions, TranslationResult
 
 MB2 = 2 * 1024 * 1024
 pytestmark = [pytest.mark.apertium, needs_apertium]
@@ -364,8 +365,9 @@ def test_engine_failure_is_502_never_an_empty_translation(client: httpx.Client) 
 
 
 def test_empty_translation_guard() -> None:
-    ok = TranslationResult("x", "eng_Latn", "spa_Latn", "on-device", 0.1)
-    empty = TranslationResult("  ", "eng_Latn", "spa_Latn", "on-device", 0.1)
+    asked = TranslateOptions("spa_Latn", "eng_Latn")
+    ok = TranslationResult("x", "eng_Latn", "spa_Latn", "on-device", 0.1, options=asked)
+    empty = TranslationResult("  ", "eng_Latn", "spa_Latn", "on-device", 0.1, options=asked)
     _checked(["a", " "], [ok, empty])  # a blank text may come back blank
     with pytest.raises(BackendError):
         _checked(["a", "b"], [ok, empty])
@@ -537,26 +539,16 @@ class BlockingEngine:
         self.entered = threading.Semaphore(0)
 
     def translate(
-        self,
-        text: str,
-        target: str,
-        source: str | None = None,
-        tier: str | None = None,
-        glossary: Sequence[GlossaryEntry] | None = None,
+        self, text: str, options: TranslateOptions, *, context: JobContext | None = None
     ) -> TranslationResult:
         self.entered.release()
         assert self.release.wait(30)
-        return TranslationResult(text.upper(), "eng_Latn", "spa_Latn", "on-device", 0.0)
+        return TranslationResult(text.upper(), "eng_Latn", "spa_Latn", "on-device", 0.0, options=options)
 
     def translate_batch(
-        self,
-        texts: Sequence[str],
-        target: str,
-        source: str | None = None,
-        tier: str | None = None,
-        glossary: Sequence[GlossaryEntry] | None = None,
+        self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
     ) -> list[TranslationResult]:
-        return [self.translate(t, target) for t in texts]
+        return [self.translate(t, options) for t in texts]
 
     def languages(self, *, installed_only: bool = True) -> list[Language]:
         return []

@@ -380,11 +380,11 @@ async def test_cancelling_a_call_stops_the_engine_work(
 ) -> None:
     marker = tmp_path / "engine-marker.txt"
     patch = f"""
-        def translate_batch(self, texts, target, source=None, tier=None, glossary=None, progress=None):
+        def translate_batch(self, texts, options, *, context=None):
             step = 0
             try:
                 for step in range(1, 401):
-                    progress(step, 400, "working")
+                    context.report(step, 400, "working")
                     time.sleep(0.02)
             except BaseException:
                 open({str(marker)!r}, "w").write(f"stopped at {{step}}")
@@ -751,8 +751,9 @@ def test_roots_from_uris_takes_local_file_uris_only(tmp_path: Path) -> None:
     assert allowed_roots([tmp_path], (tmp_path,), Path("/")) == (tmp_path.resolve(),)
 
 
-async def test_progress_bridge_forwards_in_order_and_stops_the_worker_on_cancel() -> None:
-    from dragoman.server.mcp._runtime import bridge_progress
+async def test_job_context_forwards_in_order_and_stops_the_worker_on_cancel() -> None:
+    from dragoman.errors import Cancelled
+    from dragoman.server.mcp._runtime import job_context
 
     reports: list[float] = []
     steps: list[int] = []
@@ -760,15 +761,21 @@ async def test_progress_bridge_forwards_in_order_and_stops_the_worker_on_cancel(
     async def report(progress: float, total: float | None, message: str | None) -> None:
         reports.append(progress)
 
-    progress = bridge_progress(report)
+    context = job_context(report)
+    assert not context.cancel.cancelled  # read off the call's worker thread: only an explicit cancel counts
 
     def worker() -> None:
         for step in (1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20):
             steps.append(step)
-            progress(step, 20, "step")
+            context.report(step, 20, "step")
             time.sleep(0.02)
 
+    stopped: list[Cancelled] = []
     with anyio.move_on_after(0.1):
-        await anyio.to_thread.run_sync(worker)
-    assert 0 < len(steps) < 20  # the worker stopped at its next progress call after the cancellation
+        try:
+            await anyio.to_thread.run_sync(worker)
+        except Cancelled as exc:
+            stopped.append(exc)
+    assert stopped and 0 < len(steps) < 20  # the worker stopped at its next check after the cancellation
+    assert context.cancel.reason == "the client cancelled the call"
     assert reports == sorted(set(reports)) and reports[0] == 1

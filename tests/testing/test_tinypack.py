@@ -258,6 +258,7 @@ def test_engine_routes_to_a_pack_built_after_it_started(tmp_path: Path) -> None:
     from dragoman.errors import UnsupportedPair
     from dragoman.settings import Settings
     from dragoman.translation.engine import Engine
+    from dragoman.translation.types import TranslateOptions
 
     packs = tmp_path / "packs"
     packs.mkdir()
@@ -270,13 +271,13 @@ def test_engine_routes_to_a_pack_built_after_it_started(tmp_path: Path) -> None:
     )
     with Engine(settings) as engine:
         with pytest.raises(UnsupportedPair):
-            engine.translate("Hello world.", target="es", source="en")
+            engine.translate("Hello world.", TranslateOptions("es", source="en"))
         time.sleep(0.05)  # past the file system's timestamp granularity, as a later install would be
         tinypack.build_argos_pack(packs / "translate-en_es", "en", "es")
-        result = engine.translate("Hello world.", target="es", source="en")
+        result = engine.translate("Hello world.", TranslateOptions("es", source="en"))
         assert result.route == ("argos-en-es:eng_Latn->spa_Latn",)
         assert engine.registry.routes("eng_Latn", "spa_Latn") is engine.registry.routes(
             "eng_Latn", "spa_Latn"
         )
         with pytest.raises(UnsupportedPair):
-            engine.translate("Hello world.", target="fr", source="en")
+            engine.translate("Hello world.", TranslateOptions("fr", source="en"))

@@ -39,10 +39,12 @@ from dragoman import __version__
 from dragoman.errors import BackendError, DragomanError, InvalidRequest
 from dragoman.languages.types import Language
 from dragoman.limits import Provenance
+from dragoman.progress import JobContext
 from dragoman.server._http import EnginePool, Gate, Saturated, error_response, host_name, read_body
 from dragoman.server.daemon._models import GlossaryItem, openapi_document, parse_translate
 from dragoman.server.daemon.portfile import daemon_file, remove_daemon_file, write_daemon_file
-from dragoman.translation.types import GlossaryEntry, TranslationResult
+from dragoman.server.local_store import GlossaryStore
+from dragoman.translation.types import GlossaryEntry, TranslateOptions, TranslationResult
 
 if TYPE_CHECKING:
     from dragoman.settings import Settings
@@ -66,21 +68,11 @@ class EngineLike(Protocol):
     def loaded_packs(self) -> list[str]: ...
 
     def translate(
-        self,
-        text: str,
-        target: str,
-        source: str | None = None,
-        tier: str | None = None,
-        glossary: Sequence[GlossaryEntry] | None = None,
+        self, text: str, options: TranslateOptions, *, context: JobContext | None = None
     ) -> TranslationResult: ...
 
     def translate_batch(
-        self,
-        texts: Sequence[str],
-        target: str,
-        source: str | None = None,
-        tier: str | None = None,
-        glossary: Sequence[GlossaryEntry] | None = None,
+        self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
     ) -> list[TranslationResult]: ...
 
     def languages(self, *, installed_only: bool = True) -> list[Language]: ...
@@ -116,9 +108,16 @@ def create_app(
     max_workers: int = 2,
     queue_limit: int = DEFAULT_QUEUE_LIMIT,
     request_timeout: float = DEFAULT_TIMEOUT,
+    glossary: GlossaryStore | None = None,
 ) -> Starlette:
-    """The daemon's ASGI app over ``engine``. ``settings`` is kept for the routes' context (may be None)."""
+    """The daemon's ASGI app over ``engine``. ``settings`` is kept for the routes' context (may be None).
+
+    ``glossary`` is the user's glossary file, applied when a request carries no glossary (default: the
+    file of ``settings``; none without settings)."""
     pool = EnginePool(max_workers, queue_limit)
+    if glossary is None and settings is not None:
+        glossary = GlossaryStore(settings.local.glossary_path)
+    store = glossary
     openapi = openapi_document(__version__)
     has_ct2 = importlib.util.find_spec("ctranslate2") is not None
     apertium_on = bool(getattr(settings, "apertium_enabled", True)) and shutil.which("lt-proc") is not None
@@ -142,17 +141,28 @@ def create_app(
     async def translate(request: Request) -> Response:
         async def run() -> Response:
             req = parse_translate(await read_body(request))
-            glossary = _entries(req.glossary)
+            requested = _entries(req.glossary)
+            # engine work stops at the deadline too, so an abandoned request frees its engine thread
+            context = JobContext.of(timeout=request_timeout)
+
+            def options() -> TranslateOptions:  # on the engine thread: the glossary file is read there
+                entries = store.resolve(requested) if store is not None else (requested or ())
+                return TranslateOptions(req.target, req.source, req.tier, tuple(entries))
+
             if req.text is not None:
                 texts = [req.text]
-                call = partial(engine.translate, req.text, req.target, req.source, req.tier, glossary)
-                one = await pool.run(call, request_timeout)
+                text = req.text
+                one = await pool.run(
+                    lambda: engine.translate(text, options(), context=context), request_timeout
+                )
                 _checked(texts, [one])
                 return JSONResponse(one.to_dict())
             assert req.texts is not None
-            texts = req.texts
-            batch = partial(engine.translate_batch, texts, req.target, req.source, req.tier, glossary)
-            results = await pool.run(batch, request_timeout)
+            batch = req.texts
+            results = await pool.run(
+                lambda: engine.translate_batch(batch, options(), context=context), request_timeout
+            )
+            texts = batch
             _checked(texts, results)
             return JSONResponse({"results": [r.to_dict() for r in results]})
 

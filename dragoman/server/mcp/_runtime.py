@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
@@ -23,8 +24,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from dragoman.errors import DragomanError
-from dragoman.progress import ProgressCallback
+from dragoman.errors import Cancelled, DragomanError
+from dragoman.progress import CancelToken, JobContext
+from dragoman.server.local_store import GlossaryStore
 from dragoman.settings import Settings
 
 if TYPE_CHECKING:
@@ -39,11 +41,13 @@ _CALL_RECORDS: ContextVar[list[logging.LogRecord] | None] = ContextVar("dragoman
 
 
 class ServerState:
-    """What the lifespan holds: settings, the lazily created engine, the client's log level."""
+    """What the lifespan holds: settings, the user's glossary file, the lazily created engine, the client's
+    log level."""
 
     def __init__(self, settings: Settings, cwd: Path) -> None:
         self.settings = settings
         self.cwd = cwd
+        self.glossary = GlossaryStore(settings.local.glossary_path)
         self.client_log_level = "warning"
         self._engine: Engine | None = None
         self._lock = threading.Lock()
@@ -88,23 +92,48 @@ def tool_error(exc: DragomanError) -> ToolError:
     return ToolError(f"{exc.message} [{exc.code}]")
 
 
-def bridge_progress(report: Callable[[float, float | None, str | None], Any]) -> ProgressCallback:
-    """An engine progress callback, called on a worker thread, that forwards to ``report`` on the event
-    loop and raises the cancellation exception once the tool call has been cancelled (so the engine
-    stops between chunks instead of finishing work nobody waits for)."""
+class _ClientCancel(CancelToken):
+    """A cancel token that is also set once the MCP call it serves has been cancelled by the client
+    (``notifications/cancelled``): read on the worker thread the call handed its work to."""
+
+    __slots__ = ("_cancelled_exc",)
+
+    def __init__(self, cancelled_exc: type[BaseException]) -> None:
+        super().__init__()
+        self._cancelled_exc = cancelled_exc
+
+    @property
+    def cancelled(self) -> bool:
+        if not super().cancelled:
+            try:
+                anyio.from_thread.check_cancelled()
+            except self._cancelled_exc:
+                self.cancel("the client cancelled the call")
+            except RuntimeError:  # not on the call's worker thread: only an explicit cancel counts
+                pass
+        return super().cancelled
+
+
+def job_context(report: Callable[[float, float | None, str | None], Any]) -> JobContext:
+    """The :class:`JobContext` of one tool call, built on the event loop and used on its worker thread.
+
+    Its progress forwards to ``report`` (the SDK's progress notification) on the event loop, dropping
+    counts that do not grow (the protocol wants progress to increase; a second route pass restarts the
+    count); its cancel token is set once the client cancels the call, so the engine stops between chunks
+    (:class:`~dragoman.errors.Cancelled`) instead of finishing work nobody waits for.
+    """
     last = [0.0]
 
     def progress(done: int, total: int, message: str) -> None:
-        anyio.from_thread.check_cancelled()
         if done <= last[0]:
-            return  # the protocol wants progress to increase; a second route pass restarts the count
+            return
         last[0] = float(done)
         try:
             anyio.from_thread.run(report, float(done), float(total) if total > 0 else None, message)
         except Exception:  # progress is best effort: a client that went away must not fail the work
             log.debug("could not send a progress notification", exc_info=True)
 
-    return progress
+    return JobContext(progress, _ClientCancel(anyio.get_cancelled_exc_class()))
 
 
 async def forward_logs(ctx: Ctx, records: Sequence[logging.LogRecord]) -> None:
@@ -132,6 +161,9 @@ async def run_engine(ctx: Ctx, work: Callable[[Engine], T]) -> T:
     token = _CALL_RECORDS.set(records)
     try:
         result = await anyio.to_thread.run_sync(lambda: work(state.engine()))
+    except Cancelled:
+        await anyio.lowlevel.checkpoint()  # the client cancelled the call: this raises the cancellation
+        raise
     except DragomanError as exc:
         await forward_logs(ctx, records)
         raise tool_error(exc) from exc

@@ -30,6 +30,7 @@ from dragoman import __version__
 from dragoman.errors import DragomanError
 from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS, MAX_TEXT_CHARS
 from dragoman.server import paths
+from dragoman.server.local_store import GlossaryStore
 from dragoman.server.mcp._models import (
     BatchOutput,
     DetectOutput,
@@ -56,13 +57,13 @@ from dragoman.server.mcp._runtime import (
     Ctx,
     ServerState,
     answer,
-    bridge_progress,
+    job_context,
     run_engine,
     state_of,
     tool_error,
 )
 from dragoman.settings import Settings
-from dragoman.translation.types import GlossaryEntry, TranslationResult
+from dragoman.translation.types import GlossaryEntry, TranslateOptions, TranslationResult
 
 if TYPE_CHECKING:
     from dragoman.pipelines.translate_file import FileTranslation
@@ -123,8 +124,13 @@ async def translate(
 ) -> Annotated[CallToolResult, TranslateOutput]:
     """Translate one text on this device. Returns the translation with source and target as FLORES-200
     codes, the seconds it took and any warnings (e.g. source_uncertain when detection was unsure)."""
-    entries = _entries(glossary)
-    result = await run_engine(ctx, lambda e: e.translate(text, target, source, tier, entries))
+    store = state_of(ctx).glossary
+    result = await run_engine(
+        ctx,
+        lambda e: e.translate(
+            text, TranslateOptions(target, source, tier, store.resolve(_entries(glossary)))
+        ),
+    )
     out = _translation(result)
     return answer(out, _with_warnings(out.translation, out.warnings))
 
@@ -146,13 +152,16 @@ async def translate_batch(
 ) -> Annotated[CallToolResult, BatchOutput]:
     """Translate up to 64 texts in one call (one pack load, one batched pass); results come back in input
     order. Without source each text is detected on its own. Sends progress when given a progress token."""
-    entries = _entries(glossary)
+    store = state_of(ctx).glossary
     started = time.perf_counter()
     await ctx.report_progress(0, None, f"translating {len(texts)} texts")
-    progress = bridge_progress(ctx.report_progress)
-    results = await run_engine(
-        ctx, lambda e: e.translate_batch(texts, target, source, tier, entries, progress)
-    )
+    context = job_context(ctx.report_progress)
+
+    def work(engine: Engine) -> list[TranslationResult]:
+        options = TranslateOptions(target, source, tier, store.resolve(_entries(glossary)))
+        return engine.translate_batch(texts, options, context=context)
+
+    results = await run_engine(ctx, work)
     outs = [_translation(r) for r in results]
     batch = BatchOutput(
         results=outs, count=len(outs), provenance=results[0].provenance, seconds=time.perf_counter() - started
@@ -226,8 +235,10 @@ async def engine_status(ctx: Ctx) -> Annotated[CallToolResult, StatusOutput]:
     return answer(out, text)
 
 
-def _glossary_output(engine: Engine, source: str | None, target: str | None, **counts: int) -> GlossaryOutput:
-    entries = engine.glossary.list(source=source, target=target)
+def _glossary_output(
+    engine: Engine, store: GlossaryStore, source: str | None, target: str | None, **counts: int
+) -> GlossaryOutput:
+    entries = store.entries(source=source, target=target)
     rows = [
         GlossaryRow(
             term=e.term,
@@ -243,7 +254,7 @@ def _glossary_output(engine: Engine, source: str | None, target: str | None, **c
         count=len(rows),
         source=source,
         target=target,
-        path=str(engine.settings.glossary_path),
+        path=str(store.path),
         provenance=engine.provenance,
         **counts,
     )
@@ -271,11 +282,12 @@ async def glossary_add(
     """Add terms to the user glossary (kept verbatim as their translation in every later translate call of
     every front door), optionally scoped to a language pair. A term already in that scope is replaced."""
     new = _entries(entries) or []
+    store = state_of(ctx).glossary
 
     def work(engine: Engine) -> GlossaryOutput:
         src, tgt = _scope(source), _scope(target)
-        engine.glossary.add(new, source=src, target=tgt)
-        return _glossary_output(engine, src, tgt, added=len(new))
+        store.add(new, source=src, target=tgt)
+        return _glossary_output(engine, store, src, tgt, added=len(new))
 
     out = await run_engine(ctx, work)
     return answer(out, f"added {out.added} term(s); {out.count} in this scope; file {out.path}")
@@ -285,7 +297,8 @@ async def glossary_list(
     ctx: Ctx, source: Scope = None, target: Scope = None
 ) -> Annotated[CallToolResult, GlossaryOutput]:
     """List the user glossary, or only the entries that apply to a language pair when source/target given."""
-    out = await run_engine(ctx, lambda e: _glossary_output(e, _scope(source), _scope(target)))
+    store = state_of(ctx).glossary
+    out = await run_engine(ctx, lambda e: _glossary_output(e, store, _scope(source), _scope(target)))
     shown = "; ".join(f"{r.term} -> {r.translation}" for r in out.entries)
     return answer(out, f"{out.count} term(s){': ' + shown if shown else ''}")
 
@@ -306,10 +319,12 @@ async def glossary_remove(
     """Remove terms from the user glossary (in the given language-pair scope, or unscoped entries when
     none is given). Answers how many were removed; removing an absent term is not an error."""
 
+    store = state_of(ctx).glossary
+
     def work(engine: Engine) -> GlossaryOutput:
         src, tgt = _scope(source), _scope(target)
-        removed = engine.glossary.remove(terms, source=src, target=tgt)
-        return _glossary_output(engine, src, tgt, removed=removed)
+        removed = store.remove(terms, source=src, target=tgt)
+        return _glossary_output(engine, store, src, tgt, removed=removed)
 
     out = await run_engine(ctx, work)
     return answer(out, f"removed {out.removed} term(s); {out.count} left in this scope")
@@ -355,7 +370,8 @@ async def translate_file(
     up to 200 MB. The type is decided by content. Never overwrites the input, nor an existing file unless
     overwrite is true."""
     allowed = allowed_dirs(state_of(ctx), roots)
-    progress = bridge_progress(ctx.report_progress)
+    store = state_of(ctx).glossary
+    context = job_context(ctx.report_progress)
     try:
         input_path = paths.check_allowed(path, allowed)
         output = paths.check_allowed(output_path, allowed) if output_path else None
@@ -374,7 +390,8 @@ async def translate_file(
                 output=output,
                 overwrite=overwrite,
                 tier=tier,
-                progress=progress,
+                glossary=store.load(),
+                context=context,
             )
         ),
     )
@@ -401,7 +418,8 @@ async def ocr_translate(
     translate it. Answers the extracted text, its translation and each text box with its translation; with
     render, also writes the translated image (NAME.<target>.EXT, or output_path)."""
     allowed = allowed_dirs(state_of(ctx), roots)
-    progress = bridge_progress(ctx.report_progress)
+    store = state_of(ctx).glossary
+    context = job_context(ctx.report_progress)
     try:
         input_path = paths.check_allowed(path, allowed)
         output = paths.check_allowed(output_path, allowed) if output_path else None
@@ -420,7 +438,8 @@ async def ocr_translate(
             output=output,
             overwrite=overwrite,
             tier=tier,
-            progress=progress,
+            glossary=store.load(),
+            context=context,
         )
         return OcrOutput(
             text=result.extracted_text,
