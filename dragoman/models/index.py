@@ -1,6 +1,6 @@
 """The Argos Translate package index: fetch it, parse it, pick the package a name asks for.
 
-The index (``settings.argos_index_url``, by default argospm-index's ``index.json``) is a JSON list of
+The index (``settings.engine.argos_index_url``, by default argospm-index's ``index.json``) is a JSON list of
 objects such as::
 
     {"code": "translate-en_es", "type": "translate", "package_version": "1.9", "argos_version": "1.9",
@@ -129,8 +129,8 @@ def _local_path(url: str) -> Path | None:
 
 
 def fetch_index(settings: Settings, *, timeout: float = INDEX_TIMEOUT_SECONDS) -> list[IndexEntry]:
-    """Download and parse ``settings.argos_index_url`` (http(s), ``file://`` or a local path)."""
-    url = settings.argos_index_url
+    """Download and parse ``settings.engine.argos_index_url`` (http(s), ``file://`` or a local path)."""
+    url = settings.engine.argos_index_url
     local = _local_path(url)
     try:
         if local is not None:

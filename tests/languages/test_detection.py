@@ -160,7 +160,7 @@ def test_corrupt_model_from_settings(tmp_path: Path, monkeypatch: pytest.MonkeyP
     garbage = tmp_path / "lid.ftz"
     garbage.write_bytes(b"this is not a fastText model\x00\x01" * 10)
     monkeypatch.setenv("DRAGOMAN_DETECTION_MODEL", str(garbage))
-    found = Detector(Settings.from_env().detection_model)
+    found = Detector(Settings.from_env().engine.detection_model)
     assert found.model_path == garbage
     for _ in range(2):  # a failed load is retried, and fails the same way
         with pytest.raises(DetectionUnavailable) as err:

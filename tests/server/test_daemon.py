@@ -85,7 +85,7 @@ def client(daemon: BackgroundDaemon) -> Iterator[httpx.Client]:
 
 def write_glossary_file(settings: Settings, entries: Sequence[dict[str, Any]]) -> None:
     """Write the user's glossary file as a user (or another process) would: whole, then renamed in."""
-    path = settings.glossary_path
+    path = settings.local.glossary_path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps({"version": 1, "entries": list(entries)}), encoding="utf-8")
@@ -622,8 +622,8 @@ def _serve_env(settings: Settings, tmp_path: Path, **extra: str) -> dict[str, st
         k: v for k, v in os.environ.items() if not k.startswith("DRAGOMAN_") and k != "SERVICE_SERVE_TOKEN"
     }
     env.update(
-        DRAGOMAN_PACKS_DIR=str(settings.packs_dir),
-        DRAGOMAN_GLOSSARY=str(settings.glossary_path),
+        DRAGOMAN_PACKS_DIR=str(settings.engine.packs_dir),
+        DRAGOMAN_GLOSSARY=str(settings.local.glossary_path),
         DRAGOMAN_STATE_DIR=str(tmp_path / "state"),
         **extra,
     )

@@ -120,7 +120,8 @@ def create_app(
     store = glossary
     openapi = openapi_document(__version__)
     has_ct2 = importlib.util.find_spec("ctranslate2") is not None
-    apertium_on = bool(getattr(settings, "apertium_enabled", True)) and shutil.which("lt-proc") is not None
+    apertium_on = settings is None or settings.engine.apertium_enabled
+    apertium_on = apertium_on and shutil.which("lt-proc") is not None
 
     async def guarded(call: Callable[[], Awaitable[Response]]) -> Response:
         try:
@@ -372,17 +373,17 @@ def serve(
             "anyone who can reach the port could use it. If you really mean it, pass --allow-non-loopback "
             "and set SERVICE_SERVE_TOKEN"
         )
-    token = token if token is not None else settings.serve_token
+    token = token if token is not None else settings.daemon.token
     if not is_loopback(host) and not token:
         log.warning(
             "listening on %s without SERVICE_SERVE_TOKEN: anyone who reaches the port can use it", host
         )
-    origins = list(allowed_origins) or list(settings.allowed_origins)
-    workers = workers or settings.serve_workers
-    queue_limit = queue_limit if queue_limit is not None else settings.serve_queue
-    timeout = timeout or settings.serve_timeout
+    origins = list(allowed_origins) or list(settings.daemon.allowed_origins)
+    workers = workers or settings.daemon.workers
+    queue_limit = queue_limit if queue_limit is not None else settings.daemon.queue
+    timeout = timeout or settings.daemon.timeout
     _log_to_stderr()
-    sock = bind_socket(host, settings.port if port is None else port)
+    sock = bind_socket(host, settings.daemon.port if port is None else port)
     bound_port = int(sock.getsockname()[1])
     name = "127.0.0.1" if host_name(host) == "localhost" else host_name(host)
     engine = Engine(settings)

@@ -115,7 +115,7 @@ ClientRoots = Annotated[ListRootsResult | None, Resolve(_client_roots)]
 
 def allowed_dirs(state: ServerState, roots: ListRootsResult | None) -> tuple[Path, ...]:
     client = paths.roots_from_uris(str(r.uri) for r in roots.roots) if roots is not None else None
-    return paths.allowed_roots(client, state.settings.allowed_dirs, state.cwd)
+    return paths.allowed_roots(client, state.settings.local.allowed_dirs, state.cwd)
 
 
 # ----- tools ------------------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ async def engine_status(ctx: Ctx) -> Annotated[CallToolResult, StatusOutput]:
 
     state = state_of(ctx)
     status = await run_engine(ctx, lambda engine: status_of(engine, daemon=daemon_status(state.settings)))
-    dirs = [str(p) for p in paths.allowed_roots(None, state.settings.allowed_dirs, state.cwd)]
+    dirs = [str(p) for p in paths.allowed_roots(None, state.settings.local.allowed_dirs, state.cwd)]
     out = StatusOutput.model_validate({**status, "allowed_dirs": dirs})
     packs = ", ".join(f"{p.id}{' (loaded)' if p.loaded else ''}" for p in out.packs) or "none"
     apertium = out.apertium.get("pairs") or []
