@@ -1,13 +1,20 @@
 """One root error, typed subclasses, and the one place that maps errors of dependencies into ours.
 
-Every error knows its HTTP status (what the daemon answers) and carries a message an agent can act on:
+Every class the code raises on purpose lives here (a front door's refusals, the admission pool's 503, the
+daemon's port, the Apertium pipeline's failures included). Each knows its HTTP status and a stable ``code``;
+the wire shape (``{"error", "code"}``) is made at each front door. A message is one an agent can act on:
 what was wrong, what is installed, which command fixes it.
+
+This module is the ground floor: it imports nothing of dragoman and no dependency. :func:`map_exceptions`
+recognises PyMuPDF's errors by the module their classes come from, so PyMuPDF is not imported here (see
+:func:`map_exception`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import subprocess
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -91,6 +98,12 @@ class BackendError(DragomanError):
     code = "backend_error"
 
 
+class PipelineBroken(BackendError):
+    """A chain of processes (an Apertium pipeline) died or answered out of step; it must be restarted."""
+
+    code = "pipeline_broken"
+
+
 class Cancelled(DragomanError):
     """The caller cancelled the work (an MCP client, a job runner); it stopped at its next chunk."""
 
@@ -112,6 +125,12 @@ class EngineTimeout(DragomanError):
     code = "timeout"
 
 
+class PipelineStuck(EngineTimeout):
+    """A chain of processes (an Apertium pipeline) sent nothing back in time."""
+
+    code = "pipeline_stuck"
+
+
 class DetectionUnavailable(DragomanError):
     """The language-identification model cannot be found or loaded."""
 
@@ -127,6 +146,8 @@ class DocumentFormatError(DragomanError):
 
 
 class FileTooLarge(DragomanError):
+    """A file over the size a front door accepts (spec: 200 MB)."""
+
     status = 413
     code = "file_too_large"
 
@@ -145,26 +166,136 @@ class OcrUnavailable(DragomanError):
     code = "ocr_unavailable"
 
 
-@contextlib.contextmanager
-def map_exceptions(context: str) -> Iterator[None]:
-    """Translate errors of ctranslate2, sentencepiece and the file system into ours, keeping the cause.
+class Saturated(DragomanError):
+    """More requests wait for the engine than the queue allows; ``retry_after`` is in seconds."""
 
-    ``context`` says what was being done ("loading pack X", "translating with pack X"); it leads the message.
-    Our own errors pass through untouched.
+    status = 503
+    code = "saturated"
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PortInUse(DragomanError):
+    """The daemon's port is taken (often by a daemon that is already running) or cannot be listened on."""
+
+    status = 409
+    code = "port_in_use"
+
+
+class GateRefusal(DragomanError):
+    """Refused by a front door's gate before any route ran; the subclasses say why."""
+
+    status = 403
+    code = "refused"
+
+
+class Unauthorized(GateRefusal):
+    """A missing or wrong bearer token."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class HostNotAllowed(GateRefusal):
+    """A ``Host`` header that is not a name the daemon answers to (DNS-rebinding protection)."""
+
+    status = 403
+    code = "host_not_allowed"
+
+
+class OriginNotAllowed(GateRefusal):
+    """A browser ``Origin`` that is not in the allowed list (CORS is closed by default)."""
+
+    status = 403
+    code = "origin_not_allowed"
+
+
+class BodyTooLarge(GateRefusal):
+    """A request body over the front door's limit (announced by ``Content-Length`` or counted)."""
+
+    status = 413
+    code = "body_too_large"
+
+
+# ----- errors of dependencies --------------------------------------------------------------------------
+def _from_pymupdf(exc: BaseException) -> bool:
+    """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""
+    return any(cls.__module__.partition(".")[0] in ("pymupdf", "fitz") for cls in type(exc).__mro__)
+
+
+def _file_system(exc: OSError) -> str:
+    """What went wrong with a file, by errno, in words a user can act on."""
+    where = f": {exc.filename}" if exc.filename is not None else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the device" + where
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied" + (where or f": {exc}")
+    if exc.errno == errno.EROFS:
+        return "read-only file system" + where
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "no such file or directory" + (where or f": {exc}")
+    return str(exc)
+
+
+def _classify(exc: BaseException, error: type[DragomanError]) -> tuple[type[DragomanError], str] | None:
+    if _from_pymupdf(exc):
+        return DocumentFormatError, str(exc)
+    if isinstance(exc, subprocess.TimeoutExpired):  # subprocess.run has killed the child
+        program = exc.cmd[0] if isinstance(exc.cmd, list | tuple) and exc.cmd else exc.cmd
+        return EngineTimeout, f"{program} took longer than {exc.timeout:.3g} s and was stopped"
+    if isinstance(exc, MemoryError):
+        return error, "out of memory; try a smaller batch or a smaller pack"
+    if isinstance(exc, OSError):
+        return error, _file_system(exc)
+    if isinstance(exc, (RuntimeError, ValueError)):
+        return error, str(exc)
+    return None
+
+
+def map_exception(
+    exc: BaseException, context: str, *, error: type[DragomanError] = BackendError, hint: str = ""
+) -> DragomanError | None:
+    """Our error for a dependency's or the file system's ``exc``; None for anything else (a bug: let it rise).
+
+    ``context`` leads the message and ``hint``, when given, ends it. ``error`` is the class for failures of
+    the work being done (loading a model, installing a pack, reading a document), the file system's
+    included (its errno words the message). Families whose cause is plain are typed whatever the work:
+    PyMuPDF's errors (``FileDataError``, ``EmptyFileError``, MuPDF's ``FzError*``), recognised by the module
+    their classes come from, are :class:`DocumentFormatError`; a child process killed at its timeout
+    (``subprocess.TimeoutExpired``) is an :class:`EngineTimeout`. CTranslate2, SentencePiece and fastText
+    raise plain ``RuntimeError`` or ``ValueError`` (an unreadable model, a bad token, an unsupported compute
+    type): those become ``error``. Tesseract runs as a program (``documents/_tesseract.py``): its exit status
+    and stderr are typed there, as they raise nothing to map.
+    """
+    if isinstance(exc, DragomanError):
+        return None
+    found = _classify(exc, error)
+    if found is None:
+        return None
+    cls, what = found
+    return cls(f"{context}: {what}" + (f"; {hint}" if hint else ""))
+
+
+@contextlib.contextmanager
+def map_exceptions(
+    context: str, *, error: type[DragomanError] = BackendError, hint: str = ""
+) -> Iterator[None]:
+    """Translate errors of dependencies and the file system into ours (:func:`map_exception`), keeping
+    the original in ``__cause__``.
+
+    ``context`` says what was being done ("loading pack X", "reading report.pdf"); it leads the message.
+    ``error`` is the class for failures of that work (default :class:`BackendError`); ``hint``, when given,
+    ends the message ("check the file or export it again"). Our own errors pass through untouched, and so
+    does anything that is neither a dependency's nor the file system's (a bug).
     """
     try:
         yield
     except DragomanError:
         raise
-    except MemoryError as exc:
-        raise BackendError(f"{context}: out of memory; try a smaller batch or a smaller pack") from exc
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise PackInstallError(f"{context}: no space left on the device") from exc
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            raise PackInstallError(f"{context}: permission denied: {exc.filename or exc}") from exc
-        raise BackendError(f"{context}: {exc}") from exc
-    except (RuntimeError, ValueError) as exc:
-        # ctranslate2 raises RuntimeError/ValueError for unreadable models, bad tokens, unsupported
-        # compute types; sentencepiece raises RuntimeError/OSError for unreadable models.
-        raise BackendError(f"{context}: {exc}") from exc
+    except Exception as exc:
+        mapped = map_exception(exc, context, error=error, hint=hint)
+        if mapped is None:
+            raise
+        raise mapped from exc

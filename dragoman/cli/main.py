@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from dragoman import __version__
-from dragoman.errors import DragomanError
+from dragoman.errors import DragomanError, InvalidRequest
 from dragoman.progress import JobContext, ProgressCallback
 from dragoman.settings import Settings
 
@@ -31,7 +31,7 @@ def _text_arg(args: argparse.Namespace) -> str:
     if args.text is not None and args.text != "-":
         return str(args.text)
     if sys.stdin.isatty():
-        raise DragomanError("give the text as an argument, or pipe it on standard input")
+        raise InvalidRequest("give the text as an argument, or pipe it on standard input")
     return sys.stdin.read()
 
 
@@ -263,7 +263,7 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
             for entry in entries:
                 print(f"{entry.from_code}->{entry.to_code}\tv{entry.version}\t{entry.code}")
         return 0
-    raise DragomanError(f"unknown packs command {args.packs_command!r}")
+    raise InvalidRequest(f"unknown packs command {args.packs_command!r}")
 
 
 def cmd_mcp(args: argparse.Namespace, settings: Settings) -> int:

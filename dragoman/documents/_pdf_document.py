@@ -30,7 +30,7 @@ from dragoman.documents import _pdf_ocr as ocr
 from dragoman.documents import _pdf_text as text
 from dragoman.documents._pdf_layout import Block, PageWork, page_blocks
 from dragoman.documents.base import DocumentReport, TextBox, TextTranslator
-from dragoman.errors import DocumentFormatError, OcrUnavailable
+from dragoman.errors import DocumentFormatError, OcrUnavailable, map_exceptions
 from dragoman.languages.catalogue import script_of
 
 log = logging.getLogger("dragoman.documents.pdf")
@@ -46,13 +46,12 @@ UNBOUNDED = 1e6
 
 def open_pdf(source: Path) -> pymupdf.Document:
     """Open a PDF for editing; a typed error for anything that is not a readable, unencrypted PDF."""
-    try:
+    with map_exceptions(
+        f"{source.name} is not a readable PDF",
+        error=DocumentFormatError,
+        hint="check that the file is not corrupt or truncated, or export it to PDF again",
+    ):
         doc = pymupdf.open(source, filetype="pdf")
-    except (RuntimeError, ValueError) as exc:  # pymupdf.FileDataError is a RuntimeError
-        raise DocumentFormatError(
-            f"{source.name} is not a readable PDF (corrupt or truncated: {exc}); check the file or export "
-            "it to PDF again"
-        ) from exc
     if doc.needs_pass:
         doc.close()
         raise DocumentFormatError(

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dragoman.errors import DetectionUnavailable, UnknownLanguage
+from dragoman.errors import DetectionUnavailable, UnknownLanguage, map_exceptions
 from dragoman.languages import catalogue as languages
 from dragoman.languages.types import Detection
 
@@ -257,14 +257,13 @@ class Detector:
                 "the fasttext module is missing: `pip install fasttext-predict`, or pass source explicitly"
             ) from exc
         started = time.perf_counter()
-        try:
+        with map_exceptions(
+            f"the language-identification model {path} cannot be loaded",
+            error=DetectionUnavailable,
+            hint=f"it may be corrupt: {_FIX_HINT}",
+        ):
             model = fasttext.load_model(str(path))
             model.predict("warm up", k=1)  # a file that loads but cannot predict fails here, not later
-        except (ValueError, RuntimeError, OSError, MemoryError) as exc:
-            raise DetectionUnavailable(
-                f"the language-identification model {path} cannot be loaded ({exc}); it may be corrupt: "
-                f"{_FIX_HINT}"
-            ) from exc
         log.info("loaded language-identification model %s in %.3fs", path, time.perf_counter() - started)
         return model
 
@@ -287,10 +286,8 @@ class Detector:
             if model is None:
                 model = self._get_model()
             sample = _single_line(text)
-            try:
+            with map_exceptions("language identification failed", error=DetectionUnavailable, hint=_FIX_HINT):
                 labels, probs = model.predict(sample, k=TOP_K)
-            except (ValueError, RuntimeError) as exc:
-                raise DetectionUnavailable(f"language identification failed ({exc}): {_FIX_HINT}") from exc
             results.append(_interpret(sample, list(labels), [float(p) for p in probs]))
         return results
 

@@ -27,33 +27,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from dragoman.errors import DragomanError, EngineTimeout, InvalidRequest
+from dragoman.errors import (
+    BodyTooLarge,
+    DragomanError,
+    EngineTimeout,
+    HostNotAllowed,
+    InvalidRequest,
+    OriginNotAllowed,
+    Saturated,
+    Unauthorized,
+)
 from dragoman.limits import MAX_LOCAL_BODY_BYTES
 
 access_log = logging.getLogger("dragoman.server.access")
 
 T = TypeVar("T")
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-
-
-class Saturated(DragomanError):
-    """More requests wait for the engine than the queue allows."""
-
-    status = 503
-    code = "saturated"
-
-    def __init__(self, message: str, retry_after: int) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class _Refused(DragomanError):
-    """Refused by the gate; ``status`` and ``code`` are set per instance."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status  # type: ignore[misc]
-        self.code = code  # type: ignore[misc]
 
 
 def error_response(exc: DragomanError, headers: Mapping[str, str] | None = None) -> JSONResponse:
@@ -154,13 +143,9 @@ class Gate:
         if host_name(host) not in self.hosts:
             shown = host or "(none)"
             return error_response(
-                _Refused(
-                    403,
-                    "host_not_allowed",
-                    (
-                        f"Host {shown!r} is not a loopback name; the daemon answers only to localhost, "
-                        "127.0.0.1 and [::1] (DNS-rebinding protection): call it as http://127.0.0.1:PORT"
-                    ),
+                HostNotAllowed(
+                    f"Host {shown!r} is not a loopback name; the daemon answers only to localhost, "
+                    "127.0.0.1 and [::1] (DNS-rebinding protection): call it as http://127.0.0.1:PORT"
                 )
             ), None
         origin_raw = headers.get(b"origin")
@@ -169,13 +154,9 @@ class Gate:
             origin = origin_raw.decode("latin-1").strip()
             if origin.rstrip("/").lower() not in self.origins:
                 return error_response(
-                    _Refused(
-                        403,
-                        "origin_not_allowed",
-                        (
-                            f"Origin {origin!r} is not allowed to call this daemon (CORS is closed by "
-                            f"default); the user can allow it with `dragoman serve --allowed-origin {origin}`"
-                        ),
+                    OriginNotAllowed(
+                        f"Origin {origin!r} is not allowed to call this daemon (CORS is closed by "
+                        f"default); the user can allow it with `dragoman serve --allowed-origin {origin}`"
                     )
                 ), None
             if method == "OPTIONS" and b"access-control-request-method" in headers:
@@ -196,9 +177,7 @@ class Gate:
             auth = headers.get(b"authorization", b"")
             scheme, _, given = auth.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self.token):
-                return error_response(
-                    _Refused(401, "unauthorized", "unauthorized"), {"WWW-Authenticate": "Bearer"}
-                ), origin
+                return error_response(Unauthorized("unauthorized"), {"WWW-Authenticate": "Bearer"}), origin
         length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > MAX_LOCAL_BODY_BYTES:
             return error_response(body_too_large(int(length))), origin
@@ -236,15 +215,11 @@ def _cors_headers(origin: str) -> dict[str, str]:
     return {"Access-Control-Allow-Origin": origin, "Vary": "Origin"}
 
 
-def body_too_large(size: int | None = None) -> _Refused:
+def body_too_large(size: int | None = None) -> BodyTooLarge:
     got = f" (got {size} bytes)" if size is not None else ""
-    return _Refused(
-        413,
-        "body_too_large",
-        (
-            f"the body is over the daemon's {MAX_LOCAL_BODY_BYTES} byte limit{got}; "
-            "split the texts over several requests"
-        ),
+    return BodyTooLarge(
+        f"the body is over the daemon's {MAX_LOCAL_BODY_BYTES} byte limit{got}; "
+        "split the texts over several requests"
     )
 
 

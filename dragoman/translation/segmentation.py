@@ -16,7 +16,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dragoman.errors import DragomanError, InvalidRequest, LimitExceeded
+from dragoman.errors import InvalidRequest, LimitExceeded
 
 # --- characters -----------------------------------------------------------------------------------------
 
@@ -89,7 +89,7 @@ class Segmented:
 
     def __post_init__(self) -> None:
         if len(self.parts) != len(self.is_text):
-            raise DragomanError(
+            raise InvalidRequest(
                 f"Segmented needs one is_text flag per part, got {len(self.parts)} parts and "
                 f"{len(self.is_text)} flags; build it with segment() rather than by hand"
             )
@@ -103,7 +103,7 @@ class Segmented:
         """The text with each sentence replaced by its translation, separators untouched."""
         count = sum(self.is_text)
         if len(translations) != count:
-            raise DragomanError(
+            raise InvalidRequest(
                 f"rebuild needs one translation per sentence: {count} sentence(s), {len(translations)} "
                 "translation(s) given; pass exactly one string for each item of .sentences, in order"
             )

@@ -36,11 +36,11 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from dragoman import __version__
-from dragoman.errors import BackendError, DragomanError, InvalidRequest
+from dragoman.errors import BackendError, DragomanError, InvalidRequest, PortInUse, Saturated
 from dragoman.languages.types import Language
 from dragoman.limits import Provenance
 from dragoman.progress import JobContext
-from dragoman.server._http import EnginePool, Gate, Saturated, error_response, host_name, read_body
+from dragoman.server._http import EnginePool, Gate, error_response, host_name, read_body
 from dragoman.server.daemon._models import GlossaryItem, openapi_document, parse_translate
 from dragoman.server.daemon.portfile import daemon_file, remove_daemon_file, write_daemon_file
 from dragoman.server.local_store import GlossaryStore
@@ -247,13 +247,6 @@ def create_app(
 
 
 # ----- running it -----------------------------------------------------------------------------------
-class PortInUse(DragomanError):
-    """The port is taken (often by a daemon that is already running)."""
-
-    status = 409
-    code = "port_in_use"
-
-
 def is_loopback(host: str) -> bool:
     name = host_name(host)
     if name == "localhost":

@@ -11,19 +11,11 @@ import subprocess
 import threading
 import time
 
-from dragoman.errors import BackendError
+from dragoman.errors import BackendError, PipelineBroken, PipelineStuck
 
 INSTALL_HINT = "install Apertium and the pair, e.g. `sudo apt-get install apertium apertium-eng-spa`"
 _READ_SIZE = 1 << 16
 _STDERR_KEEP = 4096
-
-
-class Broken(Exception):
-    """The pipeline died or answered out of step; it must be restarted."""
-
-
-class Stuck(Exception):
-    """No block came back in time."""
 
 
 class Pipeline:
@@ -101,13 +93,13 @@ class Pipeline:
         with selectors.DefaultSelector() as sel:
             sel.register(self.out_fd, selectors.EVENT_READ)
             if sel.select(0):
-                raise Broken("the pipeline had output left over from an earlier call")
+                raise PipelineBroken("the pipeline had output left over from an earlier call")
             sel.register(self.in_fd, selectors.EVENT_WRITE)
             deadline = time.monotonic() + timeout
             while len(results) < len(blocks):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise Stuck
+                    raise PipelineStuck(f"no block came back in {timeout:g} s")
                 for key, _ in sel.select(remaining):
                     if key.fd == self.in_fd:
                         try:
@@ -115,25 +107,27 @@ class Pipeline:
                         except BlockingIOError:
                             continue
                         except OSError as exc:
-                            raise Broken(f"writing to the pipeline failed: {exc}") from exc
+                            raise PipelineBroken(f"writing to the pipeline failed: {exc}") from exc
                         if written == len(payload):
                             sel.unregister(self.in_fd)
                         continue
                     chunk = os.read(self.out_fd, _READ_SIZE)
                     if not chunk:
-                        raise Broken("the pipeline closed its output")
+                        raise PipelineBroken("the pipeline closed its output")
                     start = len(pending)
                     pending += chunk
                     while (end := pending.find(b"\0", start)) >= 0:
                         marker = b"[%d]" % (first + len(results))
                         if not pending[:end].endswith(marker):
-                            raise Broken(f"the pipeline answered out of step: {bytes(pending[:end])[-80:]!r}")
+                            raise PipelineBroken(
+                                f"the pipeline answered out of step: {bytes(pending[:end])[-80:]!r}"
+                            )
                         results.append(bytes(pending[: end - len(marker)]))
                         del pending[: end + 1]
                         start = 0
                         deadline = time.monotonic() + timeout
         if pending or len(results) != len(blocks):
-            raise Broken("the pipeline answered more blocks than it was sent")
+            raise PipelineBroken("the pipeline answered more blocks than it was sent")
         return results
 
     def failure(self) -> str:

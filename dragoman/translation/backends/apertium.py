@@ -36,11 +36,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dragoman.errors import BackendError, EngineTimeout, InvalidRequest, UnsupportedPair
+from dragoman.errors import (
+    BackendError,
+    EngineTimeout,
+    InvalidRequest,
+    PipelineBroken,
+    PipelineStuck,
+    UnsupportedPair,
+    map_exceptions,
+)
 from dragoman.languages.catalogue import resolve
 from dragoman.probes import Refreshing, mtime, run_program
 from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
-from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Broken, Pipeline, Stuck, kill_all
+from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Pipeline, kill_all
 from dragoman.translation.types import BatchOutput, Pieces, Protected
 
 log = logging.getLogger("dragoman.translation.apertium")
@@ -183,7 +191,8 @@ def apertium_status(
 def mode_commands(path: Path) -> list[list[str]]:
     """The stages of a ``.mode`` file as argument lists, ready to run with null flush."""
     commands: list[list[str]] = [[]]
-    try:
+    # UnicodeDecodeError and shlex's unbalanced quotes are ValueErrors: BackendError, as OSErrors are
+    with map_exceptions(f"cannot read the Apertium pipeline in {path}", hint="reinstall the pair"):
         text = path.read_text(encoding="utf-8").strip()
         lexer = shlex.shlex(
             text.replace("$1", _GENERATOR).replace("$2", ""), posix=True, punctuation_chars="|"
@@ -194,10 +203,6 @@ def mode_commands(path: Path) -> list[list[str]]:
                 commands.append([])
             else:
                 commands[-1].append(token)
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError and shlex's unbalanced quotes are ValueErrors
-        raise BackendError(
-            f"cannot read the Apertium pipeline in {path} ({exc}); reinstall the pair"
-        ) from exc
     if not all(commands):
         raise BackendError(f"Apertium mode file {path} holds an empty pipeline stage; reinstall the pair")
     generator = next((i for i, argv in enumerate(commands) if _GENERATOR in argv), None)
@@ -385,14 +390,14 @@ class ApertiumBackend:
                 pipe = self._pipeline()
                 try:
                     return pipe.exchange(blocks, self.timeout)
-                except Stuck:
+                except PipelineStuck:
                     self._holder.clear()
                     pipe.kill()
                     raise EngineTimeout(
                         f"Apertium {self.pack_id} returned nothing for {self.timeout:g} s; its pipeline was "
                         "killed and restarts on the next call; retry with shorter segments"
                     ) from None
-                except Broken as exc:
+                except PipelineBroken as exc:
                     self._holder.clear()
                     problem = f"{exc}: {pipe.failure()}"
                     log.warning("Apertium %s failed (%s); restarting", self.pack_id, problem)
