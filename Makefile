@@ -1,6 +1,7 @@
 # Two commands set everything up on a fresh Debian machine:
 #   make demo   -- virtualenv, Python and system dependencies, then the main job on the embedded default (Apertium)
-#   make test   -- the same set-up, then the whole test suite
+#   make test   -- the same set-up, then the layering contract and the whole test suite (slow tests too)
+#                  under a coverage floor; `make test-fast` leaves out the tests marked slow, for quick rounds
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -9,7 +10,7 @@ APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat aper
 	apertium-spa-ita tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
 	fonts-dejavu-core fonts-noto-core fonts-noto-cjk
 
-.PHONY: setup venv system-deps demo test lint typecheck check bench clean
+.PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench clean
 
 setup: venv system-deps
 
@@ -36,12 +37,22 @@ demo: setup
 	@echo "== The MCP tool server, driven by an agent-side client over stdio (examples/mcp_client.py)"
 	$(BIN)/python examples/mcp_client.py
 
-test: setup
-	$(BIN)/python -m pytest
+# The coverage floor is `fail_under` in pyproject.toml; the lines each file misses go to build/coverage.md.
+# pytest's own exit status stands: 5 (no test ran) fails as any other.
+test: setup lint-imports
+	@mkdir -p build
+	$(BIN)/python -m pytest --cov --cov-report=markdown:build/coverage.md
 
-lint: venv
+test-fast: venv
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: venv lint-imports
 	$(BIN)/ruff check dragoman tests benchmarks examples
 	$(BIN)/ruff format --check dragoman tests benchmarks examples
+
+# The layers of ARCHITECTURE.md ([tool.importlinter] in pyproject.toml): imports only go down.
+lint-imports: venv
+	$(BIN)/lint-imports --no-cache --no-logo
 
 typecheck: venv
 	$(BIN)/mypy
