@@ -727,6 +727,7 @@ def _inspector(args: list[str], env: dict[str, str], cwd: Path) -> Any:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
 def test_mcp_inspector_cli_lists_and_calls_tools(server_env: dict[str, str], workdir: Path) -> None:
     listed = _inspector(["--method", "tools/list"], server_env, workdir)

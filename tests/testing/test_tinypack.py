@@ -221,6 +221,7 @@ def test_sample_sentences_are_deterministic_and_seeded() -> None:
     assert all(8 <= len(s.split()) <= 25 and s[-1] in ".?!" and s[0].isupper() for s in first)
 
 
+@pytest.mark.slow  # builds a 100 MB pack
 def test_base_pack_has_the_shape_of_a_real_pack(base_pack: Path) -> None:
     assert len(_vocabulary(base_pack / "model")) == 32000
     size = sum(p.stat().st_size for p in base_pack.rglob("*") if p.is_file())
@@ -236,6 +237,7 @@ def test_base_pack_has_the_shape_of_a_real_pack(base_pack: Path) -> None:
     assert sum(len(tiny.encode(t)) for t in texts) / words > 3
 
 
+@pytest.mark.slow  # builds a 100 MB pack
 def test_base_pack_outputs_end_within_a_bounded_length(base_pack: Path) -> None:
     processor = spm.SentencePieceProcessor(model_file=str(base_pack / "sentencepiece.model"))
     translator = ctranslate2.Translator(str(base_pack / "model"), device="cpu", intra_threads=1)
