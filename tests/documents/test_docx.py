@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from dragoman.documents.docx import DocxHandler, write_docx_export
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
+from dragoman.testing.fakes import FakeTranslator
 from dragoman.translation.engine import Engine
 from dragoman.translation.protection import protect
 from dragoman.translation.types import Protected
@@ -40,21 +41,11 @@ def shout(text: str) -> str:
     return "".join(p.output if isinstance(p, Protected) else p.upper() for p in protect(text))
 
 
-class Fake:
+class Fake(FakeTranslator):
     """A deterministic translator: ``rewrite`` each text (default :func:`shout`); records its calls."""
 
     def __init__(self, rewrite: Callable[[str], str] = shout, target: str = "spa_Latn") -> None:
-        self.source: str | None = "eng_Latn"
-        self.target = target
-        self.rewrite = rewrite
-        self.calls: list[list[str]] = []
-
-    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
-        self.calls.append(list(texts))
-        return [self.rewrite(t) for t in texts]
-
-    def detect_language(self, text: str) -> str | None:
-        return None
+        super().__init__(rewrite, target=target)
 
 
 # --- building documents ---------------------------------------------------------------------------------

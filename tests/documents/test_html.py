@@ -8,12 +8,13 @@ from pathlib import Path
 
 import lxml.html  # type: ignore[import-untyped]
 import pytest
-from support import UpperTranslator, needs_apertium
+from support import needs_apertium
 
 from dragoman.documents.html import HtmlHandler
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
+from dragoman.testing.fakes import UpperTranslator
 from dragoman.translation.engine import Engine
 
 PROTECTED = re.compile(r"<[^<>]*>|&\w+;")

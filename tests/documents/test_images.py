@@ -20,6 +20,7 @@ from dragoman.errors import DocumentFormatError, InvalidRequest, OcrUnavailable
 from dragoman.pipelines import translate_file as files
 from dragoman.pipelines.ocr_translate import ocr_translate
 from dragoman.settings import Settings
+from dragoman.testing.fakes import FakeTranslator
 from dragoman.translation.engine import Engine
 
 DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
@@ -29,21 +30,11 @@ needs_tesseract = pytest.mark.skipif(
 needs_font = pytest.mark.skipif(not DEJAVU.is_file(), reason="apt-get install fonts-dejavu-core")
 
 
-class Brackets:
+class Brackets(FakeTranslator):
     """A deterministic fake translator: ``[UPPER CASE]``; counts its calls; optionally 'detects'."""
 
     def __init__(self, source: str | None = None, detected: str | None = None) -> None:
-        self.source = source
-        self.target = "spa_Latn"
-        self.calls: list[list[str]] = []
-        self.detected = detected
-
-    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
-        self.calls.append(list(texts))
-        return [f"[{t.upper()}]" for t in texts]
-
-    def detect_language(self, text: str) -> str | None:
-        return self.detected
+        super().__init__(lambda t: f"[{t.upper()}]", source=source, detected=detected)
 
 
 def page(lines: Sequence[tuple[int, int, str]], size: tuple[int, int] = (900, 300)) -> Image.Image:

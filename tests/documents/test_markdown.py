@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import UpperTranslator, needs_apertium
+from support import needs_apertium
 
 from dragoman.documents import _inline
 from dragoman.documents.markdown import MarkdownHandler
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
+from dragoman.testing.fakes import UpperTranslator
 from dragoman.translation.engine import Engine
 
 #: What the engine keeps as it is: tags (numbered ones too), braces, printf, code, URLs, entities.

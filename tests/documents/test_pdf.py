@@ -23,6 +23,7 @@ from dragoman.errors import DocumentFormatError, OcrUnavailable
 from dragoman.pipelines import translate_file as files
 from dragoman.progress import JobContext
 from dragoman.settings import Settings
+from dragoman.testing.fakes import FakeTranslator
 from dragoman.translation.engine import Engine
 
 DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
@@ -47,21 +48,11 @@ SECOND = "The garden is big."
 RED = (1.0, 0.0, 0.0)
 
 
-class Fake:
-    """A deterministic translator: ``transform`` applied to each text; counts its calls."""
+class Fake(FakeTranslator):
+    """A deterministic translator: ``transform`` applied to each non-blank text; counts its calls."""
 
     def __init__(self, transform: Callable[[str], str] | None = None, target: str = "spa_Latn") -> None:
-        self.source: str | None = "eng_Latn"
-        self.target = target
-        self.transform = transform or (lambda t: f"[{t.upper()}]")
-        self.calls: list[list[str]] = []
-
-    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
-        self.calls.append(list(texts))
-        return [self.transform(t) if t.strip() else t for t in texts]
-
-    def detect_language(self, text: str) -> str | None:
-        return None
+        super().__init__(transform or (lambda t: f"[{t.upper()}]"), target=target, keep_blank=True)
 
 
 def png(size: tuple[int, int], colour: tuple[int, int, int]) -> bytes:

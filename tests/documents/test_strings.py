@@ -9,13 +9,14 @@ from pathlib import Path
 import polib  # type: ignore[import-untyped]
 import pytest
 from lxml import etree  # type: ignore[import-untyped]
-from support import UpperTranslator, needs_apertium
+from support import needs_apertium
 
 from dragoman.documents.base import FormatHandler
 from dragoman.documents.strings import JsonHandler, PoHandler, XliffHandler
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
+from dragoman.testing.fakes import UpperTranslator
 from dragoman.translation.engine import Engine
 
 PROTECTED = re.compile(r"<[^<>]*>|\{\{[^{}]*\}\}|\{[^{}]*\}|%\([^)]*\)[sd]|%[sd]|&\w+;")

@@ -6,12 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
-from support import UpperTranslator, needs_apertium
+from support import needs_apertium
 
 from dragoman.documents.subtitles import SrtHandler, WebVttHandler, split_lines
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
+from dragoman.testing.fakes import UpperTranslator
 from dragoman.translation.engine import Engine
 
 PROTECTED = re.compile(r"<[^<>]*>|\{[^{}]*\}")
