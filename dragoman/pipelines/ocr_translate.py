@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 
 from dragoman.documents import images
 from dragoman.documents.base import DocumentReport, TextBox, atomic_output, check_size, read_head
+from dragoman.documents.handlers import output_path
 from dragoman.errors import DocumentFormatError
 from dragoman.limits import Provenance, Tier
-from dragoman.pipelines.translate_file import FALLBACK_SOURCE, EngineTextTranslator, output_path
+from dragoman.pipelines.translate_file import FALLBACK_SOURCE, EngineTextTranslator
 from dragoman.progress import JobContext
 from dragoman.translation.types import GlossaryEntry, TranslateOptions
 

@@ -13,15 +13,11 @@ from typing import TYPE_CHECKING
 
 from dragoman.documents.base import (
     DocumentReport,
-    FormatHandler,
     TextBox,
     atomic_output,
-    check_size,
-    read_head,
-    unsupported,
 )
-from dragoman.errors import DocumentFormatError, InvalidRequest
-from dragoman.languages.catalogue import get, resolve
+from dragoman.documents.handlers import find_handler, output_path
+from dragoman.languages.catalogue import resolve
 from dragoman.limits import Provenance, Tier
 from dragoman.progress import JobContext
 from dragoman.translation.types import GlossaryEntry, TranslateOptions
@@ -117,57 +113,6 @@ class EngineTextTranslator:
             self.translated += len(chunk)
             self.context.report(done + start + len(chunk), overall, "translating")
         return out
-
-
-def handlers() -> list[FormatHandler]:
-    """Every format handler, most specific first (containers before the text formats)."""
-    from dragoman.documents.handlers import all_handlers
-
-    return all_handlers()
-
-
-def supported_suffixes() -> list[str]:
-    return sorted({s for h in handlers() for s in h.suffixes})
-
-
-def find_handler(path: Path) -> FormatHandler:
-    """The handler for a file, decided by its content; a suffix that claims another format is a 415."""
-    check_size(path)
-    head = read_head(path)
-    known = handlers()
-    matching = [h for h in known if h.sniff(head, path)]
-    suffix = path.suffix.lower()
-    claimed = [h for h in known if suffix in h.suffixes]
-    for handler in matching:
-        if suffix in handler.suffixes:
-            return handler
-    if claimed and matching:
-        raise DocumentFormatError(
-            f"{path.name} is named like {claimed[0].name} but its content is {matching[0].name}; "
-            "rename it or check the file"
-        )
-    if claimed:
-        raise DocumentFormatError(
-            f"{path.name} is named like {claimed[0].name} but its content is not (corrupt, encrypted or "
-            "another format)"
-        )
-    if matching:
-        return matching[0]
-    raise unsupported(path, f"'{suffix or 'no extension'}' content", supported_suffixes())
-
-
-def default_output(path: Path, target: str) -> Path:
-    """``NAME.<target>.EXT`` beside the input, the target as its BCP-47 tag (``report.es.docx``)."""
-    tag = get(resolve(target)).bcp47
-    return path.with_name(f"{path.stem}.{tag}{path.suffix}")
-
-
-def output_path(source: Path, output: str | Path | None, target: str) -> Path:
-    """Where a translation of ``source`` goes: ``output``, else :func:`default_output`; never the input."""
-    out = Path(output).expanduser().absolute() if output is not None else default_output(source, target)
-    if out.resolve() == source.resolve():
-        raise InvalidRequest(f"the output path {out} is the input file; the input is never overwritten")
-    return out
 
 
 def translate_file(

@@ -10,6 +10,7 @@ import lxml.html  # type: ignore[import-untyped]
 import pytest
 from support import needs_apertium
 
+from dragoman.documents import handlers
 from dragoman.documents.html import HtmlHandler
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
@@ -163,7 +164,7 @@ def test_wrong_content_is_refused(tmp_path: Path) -> None:
     fake = tmp_path / "page.html"
     fake.write_bytes(b"\x00\x01\x02" * 100)
     with pytest.raises(DocumentFormatError):
-        files.find_handler(fake)
+        handlers.find_handler(fake)
 
 
 @needs_apertium

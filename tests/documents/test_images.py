@@ -15,7 +15,7 @@ from PIL import Image, ImageDraw, ImageFont
 from support import needs_apertium
 
 from dragoman.documents import _image_render as render
-from dragoman.documents import images, ocr
+from dragoman.documents import handlers, images, ocr
 from dragoman.errors import DocumentFormatError, InvalidRequest, OcrUnavailable
 from dragoman.pipelines import translate_file as files
 from dragoman.pipelines.ocr_translate import ocr_translate
@@ -97,7 +97,7 @@ def test_sniffs_png_jpeg_tiff_by_content() -> None:
     for head in (b"\x89PNG\r\n\x1a\n....", b"\xff\xd8\xff\xe0..", b"II*\x00....", b"MM\x00*...."):
         assert handler.sniff(head, Path("x"))
     assert not handler.sniff(b"GIF89a", Path("x.png")) and not handler.sniff(b"hello", Path("x.png"))
-    assert any(isinstance(h, images.ImageHandler) for h in files.handlers())
+    assert any(isinstance(h, images.ImageHandler) for h in handlers.all_handlers())
 
 
 @needs_tesseract

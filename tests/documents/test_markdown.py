@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import needs_apertium
 
-from dragoman.documents import _inline
+from dragoman.documents import _inline, handlers
 from dragoman.documents.markdown import MarkdownHandler
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
@@ -208,10 +208,10 @@ def test_wrong_content_is_refused(tmp_path: Path) -> None:
     fake = tmp_path / "notes.md"
     fake.write_bytes(b"\x00\x01binary\x00" * 20)
     with pytest.raises(DocumentFormatError):
-        files.find_handler(fake)
+        handlers.find_handler(fake)
     good = tmp_path / "ok.md"
     good.write_text("# Title\n", encoding="utf-8")
-    assert files.find_handler(good).name == "markdown"
+    assert handlers.find_handler(good).name == "markdown"
 
 
 @needs_apertium

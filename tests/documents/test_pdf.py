@@ -17,7 +17,7 @@ import pymupdf
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from dragoman.documents import _pdf_fonts, _pdf_layout, _pdf_ocr, _pdf_pipeline, _pdf_text
+from dragoman.documents import _pdf_fonts, _pdf_layout, _pdf_ocr, _pdf_pipeline, _pdf_text, handlers
 from dragoman.documents.pdf import PdfHandler
 from dragoman.errors import DocumentFormatError, OcrUnavailable
 from dragoman.pipelines import translate_file as files
@@ -250,7 +250,7 @@ def test_sniffing_is_by_content(tmp_path: Path) -> None:
     fake = tmp_path / "fake.pdf"
     fake.write_text("The house is red.", encoding="utf-8")
     with pytest.raises(DocumentFormatError, match="named like pdf"):
-        files.find_handler(fake)
+        handlers.find_handler(fake)
 
 
 def scanned_page(doc: pymupdf.Document, lines: Sequence[str]) -> pymupdf.Page:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from support import needs_apertium
 
+from dragoman.documents import handlers
 from dragoman.documents.subtitles import SrtHandler, WebVttHandler, split_lines
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
@@ -119,13 +120,13 @@ def test_sniffing_and_bad_files(tmp_path: Path) -> None:
     vtt = tmp_path / "x.vtt"
     vtt.write_text("00:01.000 --> 00:02.000\nNo header\n", encoding="utf-8")
     with pytest.raises(DocumentFormatError):
-        files.find_handler(vtt)
+        handlers.find_handler(vtt)
     srt = tmp_path / "x.srt"
     srt.write_text("just some words, no cues\n", encoding="utf-8")
     with pytest.raises(DocumentFormatError):
-        files.find_handler(srt)
+        handlers.find_handler(srt)
     srt.write_text(SRT, encoding="utf-8")
-    assert files.find_handler(srt).name == "srt"
+    assert handlers.find_handler(srt).name == "srt"
     with pytest.raises(DocumentFormatError, match="WEBVTT"):
         run(tmp_path, WebVttHandler(), b"1\n00:01.000 --> 00:02.000\nHi\n", Upper(), "y.vtt")
 

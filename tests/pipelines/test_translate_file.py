@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from support import needs_apertium
 
-from dragoman.documents import base
+from dragoman.documents import base, handlers
 from dragoman.errors import Cancelled, DocumentFormatError, EngineTimeout, FileTooLarge, InvalidRequest
 from dragoman.pipelines import translate_file as files
 from dragoman.progress import JobContext
@@ -100,8 +100,8 @@ def test_atomic_output_refuses_a_name_taken_meanwhile(tmp_path: Path) -> None:
 
 
 def test_default_output_uses_the_bcp47_tag() -> None:
-    assert files.default_output(Path("/x/report.docx"), "spa_Latn") == Path("/x/report.es.docx")
-    assert files.default_output(Path("/x/a.txt"), "zh-TW") == Path("/x/a.zh-Hant.txt")
+    assert handlers.default_output(Path("/x/report.docx"), "spa_Latn") == Path("/x/report.es.docx")
+    assert handlers.default_output(Path("/x/a.txt"), "zh-TW") == Path("/x/a.zh-Hant.txt")
 
 
 @needs_apertium
