@@ -39,7 +39,7 @@ demo: setup
 
 # The coverage floor is `fail_under` in pyproject.toml; the lines each file misses go to build/coverage.md.
 # pytest's own exit status stands: 5 (no test ran) fails as any other.
-test: setup lint-imports
+test: setup lint typecheck
 	@mkdir -p build
 	$(BIN)/python -m pytest --cov --cov-report=markdown:build/coverage.md
 
@@ -54,6 +54,7 @@ lint: venv lint-imports
 lint-imports: venv
 	$(BIN)/lint-imports --no-cache --no-logo
 
+# mypy --strict over the package and the tests ([tool.mypy] files in pyproject.toml).
 typecheck: venv
 	$(BIN)/mypy
 

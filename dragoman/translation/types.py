@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -96,7 +96,7 @@ class TranslateOptions:
     target: str
     source: str | None = None
     tier: Tier | None = None
-    glossary: tuple[GlossaryEntry, ...] = ()
+    glossary: Sequence[GlossaryEntry] = ()
 
     def __post_init__(self) -> None:
         # A list (or any other sequence of entries) is kept as a tuple, so options stay hashable; a string

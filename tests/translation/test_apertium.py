@@ -20,7 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dragoman.errors import BackendError, EngineTimeout, UnsupportedPair
-from dragoman.translation.backends import apertium as apertium_module
 from dragoman.translation.backends.apertium import (
     ApertiumBackend,
     ApertiumMode,
@@ -100,14 +99,14 @@ def test_mode_commands_add_null_flush(tmp_path: Path, monkeypatch: pytest.Monkey
     path.write_text(
         "lt-proc '/d ir/a.bin' | apertium-tagger -g $2 '/p.prob' | vislcg3 -g x.rlx | lt-proc $1 'g.bin'"
     )
-    monkeypatch.setattr(apertium_module.shutil, "which", lambda name: None)  # an Apertium before 3.8
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # an Apertium before 3.8
     assert mode_commands(path) == [
         ["lt-proc", "-z", "/d ir/a.bin"],
         ["apertium-tagger", "-z", "-g", "/p.prob"],
         ["vislcg3", "-g", "x.rlx"],
         ["lt-proc", "-z", "-g", "g.bin"],
     ]
-    monkeypatch.setattr(apertium_module.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
     # With the word-bound blank tools: attach after the analyser, detach before the generator.
     assert mode_commands(path) == [
         ["lt-proc", "-z", "/d ir/a.bin"],

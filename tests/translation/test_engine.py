@@ -165,7 +165,7 @@ def test_fast_tier_guard_retries_on_best_route(packs_dir: Path, tiny_argos_pack:
         best = eng.route("eng_Latn", "spa_Latn", "best")
         assert fast.hops[0].kind == "apertium" and best.hops[0].kind == "argos"
         apertium = eng.registry.backend("apertium-eng-spa")
-        apertium.translate_batch = lambda batch, s, t: BatchOutput(tuple("" for _ in batch))  # type: ignore[method-assign]
+        apertium.translate_batch = lambda batch, s, t: BatchOutput(tuple("" for _ in batch))  # type: ignore[method-assign,assignment]
         result = eng.translate("The house is red and big.", TranslateOptions("es", source="en", tier="fast"))
         assert result.translation.strip()  # the best route's answer, not the empty one
         assert any("guard: empty" in w for w in result.warnings)
@@ -245,7 +245,7 @@ def test_batch_limit_and_types(pack_only_engine: Engine) -> None:
     with pytest.raises(InvalidRequest):
         pack_only_engine.translate_batch("not a list", TranslateOptions("es", source="en"))
     with pytest.raises(InvalidRequest, match="tier"):
-        pack_only_engine.translate("Hello", TranslateOptions("es", source="en", tier="fastest"))
+        pack_only_engine.translate("Hello", TranslateOptions("es", source="en", tier="fastest"))  # type: ignore[arg-type]
 
 
 def test_glossary_applies_at_most_200_entries_per_pair_most_specific_first(
@@ -358,7 +358,7 @@ def test_backend_notes_become_result_warnings_summed_per_hop(pack_only_engine: E
         out = inner(batch, source, target)
         return BatchOutput(out.texts, {"unknown_words": 2, "odd_thing": 1, "nothing": 0})
 
-    backend.translate_batch = noting
+    backend.translate_batch = noting  # type: ignore[method-assign]
     texts = [f"Sentence number {i}." for i in range(engine_module.CHUNK_SEGMENTS + 10)]  # two chunks
     results = pack_only_engine.translate_many(texts, TranslateOptions("es", source="en"))
     assert results[0].warnings == (
