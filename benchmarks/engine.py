@@ -158,7 +158,7 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
             f"first call (loads the pack): {first * 1000:.1f} ms; second call: {second * 1000:.2f} ms "
             f"({first / second:.0f}x)"
         )
-        backend = engine.registry.backend("argos-en-es")
+        backend = engine.pack_cache.backend("argos-en-es")
         assert isinstance(backend, CTranslate2Backend)
         raw = RawCTranslate2(pack, backend, settings)
         opts = backend.options

@@ -69,7 +69,7 @@ def test_the_daemon_is_only_reported_when_the_front_door_looked(engine: Engine) 
 
 def test_loaded_packs_show_in_the_status(engine: Engine) -> None:
     assert engine.loaded_packs() == [] and [p["loaded"] for p in engine_status(engine)["packs"]] == [False]
-    engine.registry.backend("argos-en-es")  # what a first translation does
+    engine.pack_cache.backend("argos-en-es")  # what a first translation does
     assert engine.loaded_packs() == ["argos-en-es"]
     assert [p["loaded"] for p in engine_status(engine)["packs"]] == [True]
 

@@ -31,7 +31,7 @@ from dragoman.translation.backends.apertium import apertium_status
 from dragoman.translation.backends.ctranslate2_backend import cpu_support
 from dragoman.translation.glossary import for_pair as glossary_for_pair
 from dragoman.translation.glossary import validate_entries
-from dragoman.translation.pack_cache import PackRegistry
+from dragoman.translation.pack_cache import PackCache
 from dragoman.translation.protection import protect
 from dragoman.translation.routing import reachable_pairs
 from dragoman.translation.segmentation import Segmented, segment
@@ -96,13 +96,13 @@ class Engine:
     def __init__(self, settings: Settings | None = None, *, provenance: Provenance = "on-device") -> None:
         self.settings = settings or Settings.from_env()
         self.provenance: Provenance = provenance
-        self.registry = PackRegistry(self.settings)
+        self.pack_cache = PackCache(self.settings)
         self.detector = Detector(self.settings.engine.detection_model)
         self.started = time.time()
 
     # ----- languages -----------------------------------------------------------------------------
     def installed_pairs(self) -> set[tuple[str, str]]:
-        return reachable_pairs(self.registry.edges())
+        return reachable_pairs(self.pack_cache.edges())
 
     def languages(self, *, installed_only: bool = True) -> list[Language]:
         """Languages the installed packs reach (as source or target), or the whole catalogue."""
@@ -117,15 +117,15 @@ class Engine:
     # ----- packs and status ----------------------------------------------------------------------
     def packs(self) -> list[PackInfo]:
         """Every usable pack (installed packs and Apertium pairs) by id, each saying whether it is loaded."""
-        return self.registry.infos()
+        return self.pack_cache.infos()
 
     def pack_ids(self) -> list[str]:
         """The ids of the usable packs, sorted (cheap: no pack is read)."""
-        return sorted(self.registry.entries())
+        return sorted(self.pack_cache.entries())
 
     def loaded_packs(self) -> list[str]:
         """The ids of the packs loaded in this process, sorted."""
-        return sorted(self.registry.loaded_ids())
+        return sorted(self.pack_cache.loaded_ids())
 
     def status(self) -> dict[str, Any]:
         """What translation can do here, as ``dragoman status`` shows it: provenance, CTranslate2's support
@@ -137,10 +137,10 @@ class Engine:
             "ctranslate2": cpu_support(),
             "packs_dir": str(engine.packs_dir),
             "packs": [asdict(info) for info in self.packs()],
-            "broken_packs": [{"path": str(p), "error": why} for p, why in self.registry.store.broken()],
+            "broken_packs": [{"path": str(p), "error": why} for p, why in self.pack_cache.store.broken()],
             "detection": self.detector.status(),
             "apertium": apertium_status(
-                self.registry.apertium_modes(), engine.apertium_modes_dirs, engine.apertium_enabled
+                self.pack_cache.apertium_modes(), engine.apertium_modes_dirs, engine.apertium_enabled
             ),
             "uptime_seconds": round(time.time() - self.started, 3),
         }
@@ -269,7 +269,7 @@ class Engine:
         return groups, detections
 
     def route(self, source: str, target: str, tier: Tier = "best") -> Route:
-        routes = self.registry.routes(source, target, tier)
+        routes = self.pack_cache.routes(source, target, tier)
         if routes:
             return routes[0]
         pairs = sorted(self.installed_pairs())
@@ -332,20 +332,21 @@ class Engine:
         done = 0
         out: list[str] = []
         for hop in route.hops:
-            backend = self.registry.backend(hop.pack_id)
             out = []
             counts: dict[str, int] = {}
-            for start in range(0, len(current), CHUNK_SEGMENTS):
-                if context is not None:
-                    context.check()
-                chunk = current[start : start + CHUNK_SEGMENTS]
-                answer = backend.translate_batch(chunk, hop.source, hop.target)
-                out.extend(answer.texts)
-                for code, count in answer.notes.items():
-                    counts[code] = counts.get(code, 0) + count
-                done += len(chunk)
-                if context is not None and report:
-                    context.report(done, total, f"{hop.pack_id}: {hop.source}->{hop.target}")
+            # Held in use for the whole hop: the memory budget or idle unloading never closes it mid-batch.
+            with self.pack_cache.use(hop.pack_id) as backend:
+                for start in range(0, len(current), CHUNK_SEGMENTS):
+                    if context is not None:
+                        context.check()
+                    chunk = current[start : start + CHUNK_SEGMENTS]
+                    answer = backend.translate_batch(chunk, hop.source, hop.target)
+                    out.extend(answer.texts)
+                    for code, count in answer.notes.items():
+                        counts[code] = counts.get(code, 0) + count
+                    done += len(chunk)
+                    if context is not None and report:
+                        context.report(done, total, f"{hop.pack_id}: {hop.source}->{hop.target}")
             notes.extend(_note(hop.pack_id, code, count) for code, count in counts.items() if count)
             spans = [[p for p in pieces if isinstance(p, Protected)] for pieces in batch]
             current = [_reprotect(text, s) if s else (text,) for text, s in zip(out, spans, strict=True)]
@@ -386,7 +387,7 @@ class Engine:
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def close(self) -> None:
-        self.registry.close()
+        self.pack_cache.close()
 
     def __enter__(self) -> Engine:
         return self

@@ -285,7 +285,3 @@ class PackCache:
 
     def close(self) -> None:
         self._backends.close()
-
-
-#: The name engine.py imports (the class was the pack "registry" before the generic cache).
-PackRegistry = PackCache

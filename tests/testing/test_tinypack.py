@@ -278,7 +278,7 @@ def test_engine_routes_to_a_pack_built_after_it_started(tmp_path: Path) -> None:
         tinypack.build_argos_pack(packs / "translate-en_es", "en", "es")
         result = engine.translate("Hello world.", TranslateOptions("es", source="en"))
         assert result.route == ("argos-en-es:eng_Latn->spa_Latn",)
-        assert engine.registry.routes("eng_Latn", "spa_Latn") is engine.registry.routes(
+        assert engine.pack_cache.routes("eng_Latn", "spa_Latn") is engine.pack_cache.routes(
             "eng_Latn", "spa_Latn"
         )
         with pytest.raises(UnsupportedPair):

@@ -135,7 +135,7 @@ def test_user_glossary_file_applies_only_through_the_local_store(engine: Engine)
 @needs_apertium
 def test_batch_is_one_pass_deduplicated_in_input_order(engine: Engine) -> None:
     texts = [f"The house number {i} is red." for i in range(20)] + ["The house number 3 is red."] * 10
-    backend = engine.registry.backend("apertium-eng-spa")
+    backend = engine.pack_cache.backend("apertium-eng-spa")
     counter = CallCounter(backend)
     results = engine.translate_batch(texts, TranslateOptions("es", source="en"))
     assert counter.calls == [20]  # 30 texts, 20 unique sentences, one call
@@ -164,7 +164,7 @@ def test_fast_tier_guard_retries_on_best_route(packs_dir: Path, tiny_argos_pack:
         fast = eng.route("eng_Latn", "spa_Latn", "fast")
         best = eng.route("eng_Latn", "spa_Latn", "best")
         assert fast.hops[0].kind == "apertium" and best.hops[0].kind == "argos"
-        apertium = eng.registry.backend("apertium-eng-spa")
+        apertium = eng.pack_cache.backend("apertium-eng-spa")
         apertium.translate_batch = lambda batch, s, t: BatchOutput(tuple("" for _ in batch))  # type: ignore[method-assign,assignment]
         result = eng.translate("The house is red and big.", TranslateOptions("es", source="en", tier="fast"))
         assert result.translation.strip()  # the best route's answer, not the empty one
@@ -199,7 +199,7 @@ def test_pack_loads_once_for_concurrent_first_calls(
     for t in threads:
         t.join()
     assert loads == ["x"] and len(set(outputs)) == 1
-    assert pack_only_engine.registry.loaded_ids() == {"argos-en-es"}
+    assert pack_only_engine.pack_cache.loaded_ids() == {"argos-en-es"}
 
 
 def test_tiny_pack_keeps_placeholders_and_glossary(pack_only_engine: Engine) -> None:
@@ -268,7 +268,7 @@ def test_glossary_applies_at_most_200_entries_per_pair_most_specific_first(
 def test_empty_input_comes_back_as_it_went_in_without_loading(pack_only_engine: Engine, text: str) -> None:
     result = pack_only_engine.translate(text, TranslateOptions("es", source="en"))
     assert result.translation == text and result.warnings == ()
-    assert pack_only_engine.registry.loaded_ids() == set()
+    assert pack_only_engine.pack_cache.loaded_ids() == set()
 
 
 def test_same_language_returns_text_with_a_warning(pack_only_engine: Engine) -> None:
@@ -351,7 +351,7 @@ def test_options_must_be_an_options_object(pack_only_engine: Engine) -> None:
 
 # ----- backends report what they learned ---------------------------------------------------------------
 def test_backend_notes_become_result_warnings_summed_per_hop(pack_only_engine: Engine) -> None:
-    backend = pack_only_engine.registry.backend("argos-en-es")
+    backend = pack_only_engine.pack_cache.backend("argos-en-es")
     inner = backend.translate_batch
 
     def noting(batch: Any, source: str, target: str) -> BatchOutput:
@@ -370,7 +370,7 @@ def test_backend_notes_become_result_warnings_summed_per_hop(pack_only_engine: E
 
 # ----- progress, cancellation, deadline --------------------------------------------------------------
 def test_cancel_stops_the_engine_at_the_next_chunk(pack_only_engine: Engine) -> None:
-    counter = CallCounter(pack_only_engine.registry.backend("argos-en-es"))
+    counter = CallCounter(pack_only_engine.pack_cache.backend("argos-en-es"))
     token = CancelToken()
     seen: list[int] = []
 
@@ -387,7 +387,7 @@ def test_cancel_stops_the_engine_at_the_next_chunk(pack_only_engine: Engine) -> 
 
 
 def test_cancelled_or_late_work_never_reaches_a_backend(pack_only_engine: Engine) -> None:
-    counter = CallCounter(pack_only_engine.registry.backend("argos-en-es"))
+    counter = CallCounter(pack_only_engine.pack_cache.backend("argos-en-es"))
     cancelled = JobContext()
     cancelled.cancel.cancel()
     with pytest.raises(Cancelled):

@@ -63,7 +63,7 @@ def closed(backend: Backend) -> bool:
 
 def test_a_pack_replaced_from_another_process_is_reloaded(engine: Engine, versions: dict[str, Path]) -> None:
     before = engine.translate(TEXT, EN_ES).translation
-    old = engine.registry.backend("argos-en-es")
+    old = engine.pack_cache.backend("argos-en-es")
     # `dragoman packs install v2 --replace` in another shell: the engine is told nothing.
     done = subprocess.run(
         [
@@ -86,26 +86,26 @@ def test_a_pack_replaced_from_another_process_is_reloaded(engine: Engine, versio
     after = engine.translate(TEXT, EN_ES)
     assert after.translation != before  # the new weights answer
     assert after.route == ("argos-en-es:eng_Latn->spa_Latn",)
-    new = engine.registry.backend("argos-en-es")
+    new = engine.pack_cache.backend("argos-en-es")
     assert new is not old and closed(old) and not closed(new)
-    assert engine.registry.loaded_ids() == {"argos-en-es"}
-    assert [i.version for i in engine.registry.infos()] == ["2.0"]
+    assert engine.pack_cache.loaded_ids() == {"argos-en-es"}
+    assert [i.version for i in engine.pack_cache.infos()] == ["2.0"]
 
 
 def test_a_removed_pack_answers_typed_errors(engine: Engine) -> None:
     engine.translate(TEXT, EN_ES)
-    old = engine.registry.backend("argos-en-es")
+    old = engine.pack_cache.backend("argos-en-es")
     PackStore(Settings.from_env()).remove("argos-en-es")
     with pytest.raises(UnsupportedPair, match="no installed pack translates eng_Latn->spa_Latn"):
         engine.translate(TEXT, EN_ES)
     with pytest.raises(PackNotInstalled, match="'argos-en-es' is not installed"):
-        engine.registry.backend("argos-en-es")
-    assert closed(old) and engine.registry.loaded_ids() == set()
+        engine.pack_cache.backend("argos-en-es")
+    assert closed(old) and engine.pack_cache.loaded_ids() == set()
 
 
 def test_a_backend_in_use_is_closed_when_its_call_ends(engine: Engine, versions: dict[str, Path]) -> None:
     before = engine.translate(TEXT, EN_ES).translation
-    with engine.registry.use("argos-en-es") as busy:
+    with engine.pack_cache.use("argos-en-es") as busy:
         install(versions["v2"], Settings.from_env(), replace=True)
         assert engine.translate(TEXT, EN_ES).translation != before  # new calls get the new pack at once
         assert not closed(busy)  # the call under way keeps its backend
@@ -115,11 +115,11 @@ def test_a_backend_in_use_is_closed_when_its_call_ends(engine: Engine, versions:
 
 def test_forget_unloads_now_and_the_next_call_loads_again(engine: Engine) -> None:
     engine.translate(TEXT, EN_ES)
-    old = engine.registry.backend("argos-en-es")
-    engine.registry.forget("argos-en-es")
-    assert closed(old) and engine.registry.loaded_ids() == set()
+    old = engine.pack_cache.backend("argos-en-es")
+    engine.pack_cache.forget("argos-en-es")
+    assert closed(old) and engine.pack_cache.loaded_ids() == set()
     engine.translate(TEXT, EN_ES)
-    assert engine.registry.loaded_ids() == {"argos-en-es"}
+    assert engine.pack_cache.loaded_ids() == {"argos-en-es"}
 
 
 def test_the_memory_budget_unloads_the_least_recently_used_pack(
@@ -132,10 +132,10 @@ def test_the_memory_budget_unloads_the_least_recently_used_pack(
     monkeypatch.setenv("DRAGOMAN_MODEL_MEMORY_BUDGET", str(max(sizes) + 1))  # room for one pack
     with Engine(Settings.from_env()) as eng:
         eng.translate(TEXT, EN_ES)
-        en_es = eng.registry.backend("argos-en-es")
+        en_es = eng.pack_cache.backend("argos-en-es")
         eng.translate("Hola mundo.", TranslateOptions(target="en", source="es"))
-        assert eng.registry.loaded_ids() == {"argos-es-en"} and closed(en_es)
-        assert [e.size_bytes for e in eng.registry.loaded()] == [sizes[1]]
+        assert eng.pack_cache.loaded_ids() == {"argos-es-en"} and closed(en_es)
+        assert [e.size_bytes for e in eng.pack_cache.loaded()] == [sizes[1]]
 
 
 def test_idle_packs_unload_on_an_injected_clock(
