@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class OcrTranslation:
-    """The result of :func:`ocr_translate`: ``FileTranslation``'s fields,
+    """The result of :func:`ocr_translate`: ``DocumentResult``'s fields,
     with ``output_path`` None when no image was rendered."""
 
     input_path: Path

@@ -35,7 +35,7 @@ TEXTS_PER_PASS = 256
 
 
 @dataclass(frozen=True)
-class FileTranslation:
+class DocumentResult:
     """The result of translating a file (the MCP tool and the CLI shape their answers from it)."""
 
     input_path: Path
@@ -126,7 +126,7 @@ def translate_file(
     tier: Tier | None = None,
     glossary: Sequence[GlossaryEntry] = (),
     context: JobContext | None = None,
-) -> FileTranslation:
+) -> DocumentResult:
     """Translate a file into ``target`` and write it out; the input is never modified.
 
     ``glossary`` holds the entries to consider (the engine applies those scoped to the pair); ``context``
@@ -141,7 +141,7 @@ def translate_file(
     out = output_path(source_path, output, target)
     with atomic_output(out, overwrite=overwrite) as partial:
         report: DocumentReport = handler.translate(source_path, partial, translator, context.report)
-    return FileTranslation(
+    return DocumentResult(
         input_path=source_path,
         output_path=out,
         format=handler.name,
