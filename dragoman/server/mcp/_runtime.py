@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -20,13 +19,13 @@ import anyio.lowlevel
 import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, LoggingLevel, TextContent
 from pydantic import BaseModel
 
 from dragoman.errors import Cancelled, DragomanError
 from dragoman.progress import CancelToken, JobContext
 from dragoman.server.local_store import GlossaryStore
+from dragoman.server.mcp import _sdk
 from dragoman.settings import Settings
 
 if TYPE_CHECKING:
@@ -35,7 +34,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("dragoman.server.mcp")
 T = TypeVar("T")
 
-_LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+#: The protocol's levels, least severe first.
+_LOG_LEVELS: tuple[LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_FROM_PYTHON: dict[str, LoggingLevel] = {"DEBUG": "debug", "INFO": "info", "WARNING": "warning"}
 #: Records logged by ``dragoman.*`` during the current tool call, forwarded to the client afterwards.
 _CALL_RECORDS: ContextVar[list[logging.LogRecord] | None] = ContextVar("dragoman_mcp_records", default=None)
 
@@ -48,7 +58,7 @@ class ServerState:
         self.settings = settings
         self.cwd = cwd
         self.glossary = GlossaryStore(settings.local.glossary_path)
-        self.client_log_level = "warning"
+        self.client_log_level: LoggingLevel = "warning"
         self._engine: Engine | None = None
         self._lock = threading.Lock()
 
@@ -142,13 +152,11 @@ async def forward_logs(ctx: Ctx, records: Sequence[logging.LogRecord]) -> None:
         return
     floor = _LOG_LEVELS.index(state_of(ctx).client_log_level)
     for record in records:
-        level = {"DEBUG": "debug", "INFO": "info", "WARNING": "warning"}.get(record.levelname, "error")
+        level = _FROM_PYTHON.get(record.levelname, "error")
         if _LOG_LEVELS.index(level) < floor:
             continue
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await ctx.session.send_log_message(level, record.getMessage(), logger=record.name)
+            await _sdk.send_log(ctx.session, level, record.getMessage(), logger=record.name)
         except Exception:  # the client went away or refused: logs are best effort
             log.debug("could not forward a log record to the client", exc_info=True)
             return

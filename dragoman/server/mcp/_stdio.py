@@ -18,10 +18,11 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import anyio
-from mcp.server.stdio import stdio_server
+
+from dragoman.server.mcp import _sdk
 
 #: Bytes read from the wire per system call.
 READ_CHUNK = 1 << 16
@@ -110,21 +111,19 @@ def _claim_std_fds() -> Any:
 
 
 @contextlib.asynccontextmanager
-async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
+async def stdio_streams() -> AsyncIterator[_sdk.Streams]:
     """The SDK's read/write streams over the real stdin/stdout, with every other writer sent to stderr."""
     if not (_pollable(0) and _pollable(1)):
         # The SDK claims and diverts the descriptors itself; it must see the real sys.stdout to do so.
-        async with stdio_server() as streams:
+        async with _sdk.stdio_transport() as streams:
             with contextlib.redirect_stdout(sys.stderr):
                 yield streams
         return
     with _claim_std_fds() as (wire_in, wire_out), contextlib.redirect_stdout(sys.stderr):
         os.set_blocking(wire_in, False)
         os.set_blocking(wire_out, False)
-        reader = cast("anyio.AsyncFile[str]", PipeLines(wire_in))
-        writer = cast("anyio.AsyncFile[str]", PipeWriter(wire_out))
         try:
-            async with stdio_server(stdin=reader, stdout=writer) as streams:
+            async with _sdk.stdio_transport(PipeLines(wire_in), PipeWriter(wire_out)) as streams:
                 yield streams
         finally:  # the descriptions are shared with whoever launched us: leave them as they were
             for fd in (wire_in, wire_out):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 import anyio.to_thread
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import ListRoots, MCPServer, Resolve
 from mcp_types import CallToolResult, EmptyResult, ListRootsResult, SetLevelRequestParams, ToolAnnotations
 from pydantic import Field
@@ -31,6 +32,7 @@ from dragoman.errors import DragomanError
 from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS, MAX_TEXT_CHARS
 from dragoman.server import paths
 from dragoman.server.local_store import GlossaryStore
+from dragoman.server.mcp import _sdk
 from dragoman.server.mcp._models import (
     BatchOutput,
     DetectOutput,
@@ -66,7 +68,7 @@ from dragoman.settings import Settings
 from dragoman.translation.types import GlossaryEntry, TranslateOptions, TranslationResult
 
 if TYPE_CHECKING:
-    from dragoman.pipelines.translate_file import FileTranslation
+    from dragoman.pipelines.translate_file import DocumentResult
     from dragoman.translation.engine import Engine
 
 log = logging.getLogger("dragoman.server.mcp")
@@ -337,7 +339,7 @@ OutputPath = Annotated[
 Overwrite = Annotated[bool, Field(description="Replace output_path if it exists (never the input).")]
 
 
-def _file_output(result: FileTranslation) -> FileOutput:
+def _file_output(result: DocumentResult) -> FileOutput:
     return FileOutput(
         input_path=str(result.input_path),
         output_path=str(result.output_path),
@@ -527,14 +529,14 @@ def build_server(settings: Settings | None = None, *, cwd: Path | None = None) -
             fn, title=hints.title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints
         )
 
-    async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
         state = ctx.lifespan_context
         if isinstance(state, ServerState):
-            state.client_log_level = str(params.level)
+            state.client_log_level = params.level
         return EmptyResult()
 
     # Declares the logging capability (handshake-era clients), so tool calls may forward dragoman's logs.
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+    _sdk.serve_set_level(server, set_level)
     return server
 
 
@@ -542,9 +544,8 @@ async def serve_stdio(server: MCPServer[ServerState]) -> None:
     """Serve ``server`` on the real stdin/stdout (see :mod:`dragoman.server.mcp._stdio`) until EOF."""
     from dragoman.server.mcp._stdio import stdio_streams
 
-    lowlevel = server._lowlevel_server
-    async with stdio_streams() as (read, write):
-        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    async with stdio_streams() as streams:
+        await _sdk.run_on(server, streams)
 
 
 def serve(settings: Settings | None = None) -> None:
