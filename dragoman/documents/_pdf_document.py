@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pymupdf
+from pymupdf import mupdf
 
 from dragoman.documents import _pdf_fonts as fonts
 from dragoman.documents import _pdf_ocr as ocr
@@ -78,7 +79,7 @@ def _fit(story: pymupdf.Story, width: float, height: float) -> float:
     directions) is the first guess, and a few halvings of the interval between a scale that fits and
     one that does not get within :data:`SCALE_PRECISION` of the largest that fits.
     """
-    flags = pymupdf.mupdf.FZ_PLACE_STORY_FLAG_NO_OVERFLOW  # words too long for a line count as not fitting
+    flags = mupdf.FZ_PLACE_STORY_FLAG_NO_OVERFLOW  # words too long for a line count as not fitting
 
     def fits(scale: float) -> bool:
         more, _ = story.place(pymupdf.Rect(0, 0, width / scale, height / scale), flags)
@@ -126,7 +127,7 @@ class Overlay:
         device = self.writer.begin_page(page.rect)
         scales = []
         for block, translation in items:
-            room = block.room or block.rect
+            room = block.room if block.room is not None else block.rect
             story = _story(block, translation, rtl=rtl)
             scale = _fit(story, room.width, room.height)
             story.draw(device, pymupdf.Matrix(scale, 0, 0, scale, room.x0, room.y0))
@@ -157,7 +158,7 @@ def draw_turned(page: pymupdf.Page, block: Block, translation: str, *, rtl: bool
 
 def restore_links(page: pymupdf.Page, before: list[tuple[int, int, str]]) -> None:
     """Put back the link annotations that redaction removed (the same objects, in their old order)."""
-    links = {xref for xref, kind, _ in before if kind == pymupdf.mupdf.PDF_ANNOT_LINK}
+    links = {xref for xref, kind, _ in before if kind == mupdf.PDF_ANNOT_LINK}
     now = [xref for xref, *_ in page.annot_xrefs()]
     if links <= set(now):
         return
@@ -166,22 +167,31 @@ def restore_links(page: pymupdf.Page, before: list[tuple[int, int, str]]) -> Non
     page.parent.xref_set_key(page.xref, "Annots", "[" + " ".join(f"{xref} 0 R" for xref in order) + "]")
 
 
+def redact(page: pymupdf.Page, rects: Sequence[pymupdf.Rect]) -> None:
+    """Remove the text in ``rects`` with MuPDF's redaction, filling nothing, leaving images and vector
+    graphics alone. What ``Page.add_redact_annot`` and ``Page.apply_redactions`` do, at half their cost:
+    they also give each annotation an appearance and Python objects, and look at it again afterwards."""
+    pdf_page = mupdf.pdf_page_from_fz_page(page.this)
+    for rect in rects:
+        annot = mupdf.pdf_create_annot(pdf_page, mupdf.PDF_ANNOT_REDACT)
+        mupdf.pdf_set_annot_rect(annot, mupdf.FzRect(rect.x0, rect.y0, rect.x1, rect.y1))
+    options = mupdf.PdfRedactOptions()
+    options.black_boxes = 0
+    options.image_method = mupdf.PDF_REDACT_IMAGE_NONE
+    options.line_art = mupdf.PDF_REDACT_LINE_ART_NONE
+    options.text = mupdf.PDF_REDACT_TEXT_REMOVE
+    mupdf.pdf_redact_page(pdf_page.doc(), pdf_page, options)
+
+
 def remove_text(page: pymupdf.Page, work: PageWork) -> list[tuple[int, int, str]]:
     """Remove the page's original text (and paint over text that is part of an image); the annotations
     the page had before, for :func:`restore_links`."""
     annots_before: list[tuple[int, int, str]] = page.annot_xrefs()
     lines = [line for block in work.blocks for line in block.line_rects]
     if lines:  # (a scan read by OCR has none)
-        if work.skipped_angled:  # keep the text left untranslated: remove line by line
-            for line in lines:
-                page.add_redact_annot(line, fill=None, cross_out=False)
-        else:  # every text on the page is replaced: one redaction, far cheaper than one per line
-            page.add_redact_annot(page.rect, fill=None, cross_out=False)
-        page.apply_redactions(
-            images=pymupdf.mupdf.PDF_REDACT_IMAGE_NONE,
-            graphics=pymupdf.mupdf.PDF_REDACT_LINE_ART_NONE,
-            text=pymupdf.mupdf.PDF_REDACT_TEXT_REMOVE,
-        )
+        # Keep the text left untranslated (at an angle): remove line by line; otherwise every text on the
+        # page is replaced: one redaction, far cheaper than one per line.
+        redact(page, lines if work.skipped_angled else [page.rect])
     painted = [b.rect for b in work.blocks if b.paint_over]
     if painted:
         ocr.paint_backgrounds(page, painted)
@@ -189,9 +199,9 @@ def remove_text(page: pymupdf.Page, work: PageWork) -> list[tuple[int, int, str]
 
 
 class Rewriter:
-    """Replaces the text of a document's pages: :meth:`remove` takes each page's text away, :meth:`write`
-    lays out its translations (pages in any groups, in order), :meth:`finish` places them and puts links
-    back."""
+    """Replaces the text of a document's pages: :meth:`remove` takes each page's text away (and puts back
+    the links redaction drops), :meth:`write` lays out its translations (pages in any groups, in order),
+    :meth:`finish` places them."""
 
     def __init__(self, doc: pymupdf.Document, *, rtl: bool, report: DocumentReport) -> None:
         self.doc = doc
@@ -199,12 +209,12 @@ class Rewriter:
         self.report = report
         self.overlay = Overlay()
         self.turned: list[tuple[int, Block, str]] = []
-        self.annots: dict[int, list[tuple[int, int, str]]] = {}
         self.shrunk: dict[int, int] = {}  # page number (1-based) -> translations shrunk a lot there
 
     def remove(self, work: PageWork) -> None:
         if work.blocks:
-            self.annots[work.number] = remove_text(self.doc.load_page(work.number), work)
+            page = self.doc.load_page(work.number)
+            restore_links(page, remove_text(page, work))
 
     def write(self, work: PageWork, translations: Sequence[str]) -> None:
         """Lay out a page's translations (one per block, in order; blank ones are left out)."""
@@ -244,8 +254,6 @@ class Rewriter:
         self.overlay.place(self.doc)
         for number, block, translation in self.turned:
             draw_turned(self.doc.load_page(number), block, translation, rtl=self.rtl)
-        for number, before in self.annots.items():
-            restore_links(self.doc.load_page(number), before)
 
 
 class PageReader:
