@@ -5,31 +5,49 @@ alone spends on the same texts; the difference is the format layer's cost (targe
 engine's time).
 
 Each ``bench_*`` function builds its 50-page document in code, translates it once to warm up (imports,
-the Apertium pipeline), then times :func:`dragoman.pipelines.translate_file.translate_file` (best of
-:data:`ROUNDS`), and the engine alone on the texts the handler sends, in the same passes. ``main`` runs
-every ``bench_*(engine, folder)`` function defined here; each builds its document in ``folder`` and calls
-:func:`measure`.
+the Apertium pipeline), then, :data:`ROUNDS` times, times
+:func:`dragoman.pipelines.translate_file.translate_file` and, just after it, the engine alone on the texts
+the handler sent, in the same passes. The overhead is the median of the rounds' own ratios (each end to end
+against the engine alone beside it, so that a change of load on a shared machine between rounds cancels
+out), with their range; pages per second are the best rounds'. ``main`` runs every
+``bench_*(engine, folder)`` function defined here (or those named with ``--only``); each builds its
+document in ``folder`` and calls :func:`measure`.
 
-Run: ``.venv/bin/python benchmarks/formats.py`` (about a minute; needs apertium and apertium-eng-spa).
+The format layer's work is also timed alone, its translations replayed without the engine (best of
+:data:`ROUNDS`): the cost the overhead would be if none of it overlapped the engine's (the PDF handler lays
+out one group of pages while the next is translated). It moves less with the load of a shared machine than
+the overhead does. ``--profile`` prints where that time goes (cProfile of every thread the handler runs,
+the functions with the most time of their own).
+
+Run: ``.venv/bin/python benchmarks/formats.py`` (about a minute; needs apertium and apertium-eng-spa);
+``--help`` for the options.
 """
 
 from __future__ import annotations
 
+import argparse
+import cProfile
 import os
+import pstats
 import shutil
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from dragoman.documents import handlers
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
 from dragoman.translation.engine import Engine
 from dragoman.translation.types import TranslateOptions
 
 PAGES = 50
-ROUNDS = 3
+ROUNDS = 5
+#: Functions ``--profile`` prints (0: no profile).
+PROFILE_LINES = 0
 SUBJECTS = ("The old man", "My sister", "The children", "Our neighbours", "The teacher", "A young woman")
 VERBS = ("bought", "found", "painted", "wanted", "sold", "cleaned", "visited", "opened")
 OBJECTS = ("a red car", "the small house", "three green apples", "the new school", "a letter", "the window")
@@ -56,16 +74,46 @@ def engine_alone(engine: Engine, calls: Sequence[Sequence[str]]) -> float:
     return time.perf_counter() - start
 
 
+class Replay:
+    """A translator that answers with translations recorded earlier: the format layer without the engine."""
+
+    def __init__(self, translations: dict[str, str]) -> None:
+        self.translations = translations
+        self.source: str | None = "eng_Latn"
+        self.target = "spa_Latn"
+
+    def __call__(self, texts: Sequence[str], *, done: int = 0, total: int | None = None) -> list[str]:
+        return [self.translations.get(text, text) for text in texts]
+
+    def detect_language(self, text: str) -> str | None:
+        return self.source
+
+
+def format_alone(document: Path, translations: dict[str, str]) -> float:
+    """Seconds the document's handler takes with the translations replayed (its outputs removed first)."""
+    output = document.with_name(f"{document.stem}.replayed{document.suffix}")
+    for path in [output, *document.parent.glob(f"{document.stem}.es.*")]:
+        path.unlink(missing_ok=True)
+    output.touch()
+    start = time.perf_counter()
+    handlers.find_handler(document).translate(document, output, Replay(translations), None)
+    return time.perf_counter() - start
+
+
 def measure(name: str, engine: Engine, document: Path, pages: int) -> None:
-    """Time ``translate_file`` on ``document`` against the engine alone, and print the comparison."""
+    """Time ``translate_file`` on ``document`` against the engine alone and the format layer alone, and
+    print the comparison."""
     calls: list[list[str]] = []
+    translations: dict[str, str] = {}
     original_call = files.EngineTextTranslator.__call__
 
-    def recording(self: files.EngineTextTranslator, texts: Sequence[str]) -> list[str]:
+    def recording(self: files.EngineTextTranslator, texts: Sequence[str], **counts: int | None) -> list[str]:
         calls.append(list(texts))
-        return original_call(self, texts)
+        out = original_call(self, texts, **counts)  # type: ignore[arg-type]
+        translations.update(zip(texts, out, strict=True))
+        return out
 
-    ends, alones = [], []
+    ends, alones, formats = [], [], []
     files.EngineTextTranslator.__call__ = recording  # type: ignore[method-assign]
     try:
         for round_ in range(ROUNDS + 1):  # round 0 warms up
@@ -76,21 +124,54 @@ def measure(name: str, engine: Engine, document: Path, pages: int) -> None:
             files.translate_file(engine, document, "es", source="en")
             end = time.perf_counter() - start
             alone = engine_alone(engine, calls)
+            replayed = format_alone(document, translations)
             if round_:
                 ends.append(end)
                 alones.append(alone)
+                formats.append(replayed)
     finally:
         files.EngineTextTranslator.__call__ = original_call  # type: ignore[method-assign]
-    end, alone = min(ends), min(alones)
-    overhead = (end - alone) / alone
+    end, alone, replayed = min(ends), min(alones), min(formats)
+    overheads = sorted((e - a) / a for e, a in zip(ends, alones, strict=True))
     texts = [t for call in calls for t in call]
     characters = sum(map(len, texts))
     print(f"{name}: {pages} pages, {len(texts)} texts in {len(calls)} call(s), {characters} characters")
-    print(f"  end to end (translate_file): {end:.3f} s = {pages / end:.1f} pages/s")
-    print(f"  engine alone, same calls:     {alone:.3f} s = {pages / alone:.1f} pages/s")
+    print(f"  end to end (translate_file), best round: {end:.3f} s = {pages / end:.1f} pages/s")
+    print(f"  engine alone, same calls, best round:     {alone:.3f} s = {pages / alone:.1f} pages/s")
     print(
-        f"  format layer overhead: {end - alone:.3f} s = {overhead:.0%} of the engine's time (target < 25%)"
+        f"  format layer overhead: {statistics.median(overheads):.0%} of the engine's time, median of "
+        f"{len(overheads)} rounds ({overheads[0]:.0%} to {overheads[-1]:.0%}) (target < 25%)"
     )
+    print(
+        f"  format layer alone, translations replayed: {replayed:.3f} s = {replayed / alone:.0%} of the "
+        "engine's time (if none of it overlapped)"
+    )
+    if PROFILE_LINES:
+        print(
+            f"  where the format layer's time goes ({name} replayed; cProfile of every thread, by own time):"
+        )
+        profiled(format_alone, document, translations).sort_stats("tottime").print_stats(PROFILE_LINES)
+
+
+def profiled(function: Callable[..., object], *args: object) -> pstats.Stats:
+    """``function(*args)`` under cProfile, with every thread it starts profiled too (the PDF handler does
+    its MuPDF work on a worker thread); a thread waiting for another shows as a lock's ``acquire``."""
+    profiles = [cProfile.Profile()]
+    original_run = threading.Thread.run
+
+    def run(thread: threading.Thread) -> None:
+        profiles.append(cProfile.Profile())
+        profiles[-1].runcall(original_run, thread)
+
+    threading.Thread.run = run  # type: ignore[method-assign, assignment]
+    try:
+        profiles[0].runcall(function, *args)
+    finally:
+        threading.Thread.run = original_run  # type: ignore[method-assign]
+    stats = pstats.Stats(profiles[0], stream=sys.stdout)
+    for profile in profiles[1:]:
+        stats.add(profile)
+    return stats
 
 
 def build_pdf(path: Path, pages: int = PAGES) -> Path:
@@ -163,17 +244,35 @@ def bench_docx(engine: Engine, tmp: Path) -> None:
 
 
 def main() -> None:
-    if shutil.which("apertium") is None or not Path("/usr/share/apertium/modes/eng-spa.mode").is_file():
-        sys.exit("needs Apertium eng-spa: sudo apt-get install apertium apertium-eng-spa")
-    benches: list[Callable[[Engine, Path], None]] = [
-        function
+    global ROUNDS, PROFILE_LINES
+    benches: dict[str, Callable[[Engine, Path], None]] = {
+        name.removeprefix("bench_"): function
         for name, function in sorted(globals().items())
         if name.startswith("bench_") and callable(function)
-    ]
+    }
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--only", nargs="+", choices=sorted(benches), help="the formats to measure (all)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds ({ROUNDS})")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        nargs="?",
+        const=25,
+        default=0,
+        metavar="LINES",
+        help="print where the format layer's time goes (cProfile; 25 functions unless LINES is given)",
+    )
+    args = parser.parse_args()
+    ROUNDS, PROFILE_LINES = max(1, args.rounds), args.profile
+    if shutil.which("apertium") is None or not Path("/usr/share/apertium/modes/eng-spa.mode").is_file():
+        sys.exit("needs Apertium eng-spa: sudo apt-get install apertium apertium-eng-spa")
+    chosen = [benches[name] for name in args.only] if args.only else list(benches.values())
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DRAGOMAN_PACKS_DIR"] = str(Path(tmp) / "packs")  # the embedded Apertium backend only
         with Engine(Settings.from_env()) as engine:
-            for bench in benches:
+            for bench in chosen:
                 folder = Path(tmp) / bench.__name__
                 folder.mkdir()
                 bench(engine, folder)
