@@ -1,10 +1,13 @@
 """The local daemon (spec 4.4): ``POST /translate``, ``GET /health``, ``GET /languages`` on loopback.
 
-A thin Starlette app over the shared engine: the gate of :mod:`._daemon_gate` in front of every route
-(Host, Origin/CORS, token, body size, access log), engine work on its bounded pool (503 when saturated,
-504 past the timeout), request and response models in :mod:`._daemon_models`. Every error is JSON
-``{"error", "code"}``. :func:`serve` runs it under uvicorn on a loopback socket with a PID/port file;
-:class:`BackgroundDaemon` runs it in a thread (tests, benchmarks, examples).
+A thin Starlette app over the shared engine, in Starlette's idiom: each route is a module-level function
+reading ``request.app.state`` (engine, pool, glossary store, settings), errors are mapped by the app's
+``exception_handlers`` (every error is JSON ``{"error", "code"}``), and the OpenAPI document is generated
+from the route table (:data:`ROUTES`) and the wire models of :mod:`dragoman.server._wire`, through which
+every answer is serialised. The gate, the engine pool (503 when saturated, 504 past the timeout), the body
+limit and the error handlers are those of :mod:`dragoman.server._http`. :func:`serve` runs the app under
+uvicorn on a loopback socket with a PID/port file; :class:`BackgroundDaemon` runs it in a thread (tests,
+benchmarks, examples).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import errno
 import importlib.util
 import ipaddress
+import json
 import logging
 import os
 import shutil
@@ -20,31 +24,72 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import asdict
-from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from functools import cache, partial
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
 
 import anyio.to_thread
 import uvicorn
+from pydantic import TypeAdapter
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import Response
 from starlette.types import ASGIApp
 
 from dragoman import __version__
-from dragoman.errors import BackendError, DragomanError, InvalidRequest, PortInUse, Saturated
+from dragoman.errors import (
+    BackendError,
+    BodyTooLarge,
+    DetectionUnavailable,
+    EngineTimeout,
+    GlossaryFileError,
+    HostNotAllowed,
+    InvalidRequest,
+    LimitExceeded,
+    OriginNotAllowed,
+    PackNotInstalled,
+    PipelineBroken,
+    PipelineStuck,
+    PortInUse,
+    Saturated,
+    Unauthorized,
+    UnknownLanguage,
+    UnsupportedPair,
+)
 from dragoman.languages.types import Language
 from dragoman.limits import Provenance
 from dragoman.progress import JobContext
-from dragoman.server._http import EnginePool, Gate, error_response, host_name, read_body
-from dragoman.server.daemon._models import GlossaryItem, openapi_document, parse_translate
+from dragoman.server._http import (
+    JSON,
+    METHOD_NOT_ALLOWED,
+    NOT_FOUND,
+    UNEXPECTED,
+    ApiRoute,
+    BatchedLogHandler,
+    EnginePool,
+    Gate,
+    QueryParam,
+    adapter_response,
+    exception_handlers,
+    host_name,
+    model_response,
+    openapi_document,
+    read_body,
+)
+from dragoman.server._wire import (
+    BatchResponse,
+    LanguageRow,
+    TranslateRequest,
+    TranslationResultModel,
+    glossary_entries,
+    parse_translate,
+)
+from dragoman.server.daemon._models import Backends, EngineInfo, HealthResponse, QueueInfo
 from dragoman.server.daemon.portfile import daemon_file, remove_daemon_file, write_daemon_file
 from dragoman.server.local_store import GlossaryStore
-from dragoman.translation.types import GlossaryEntry, TranslateOptions, TranslationResult
+from dragoman.translation.types import TranslateOptions, TranslationResult
 
 if TYPE_CHECKING:
     from dragoman.settings import Settings
@@ -78,12 +123,6 @@ class EngineLike(Protocol):
     def languages(self, *, installed_only: bool = True) -> list[Language]: ...
 
 
-def _entries(items: list[GlossaryItem] | None) -> tuple[GlossaryEntry, ...] | None:
-    if items is None:
-        return None
-    return tuple(GlossaryEntry(i.term, i.translation, case_sensitive=i.case_sensitive) for i in items)
-
-
 def _checked(texts: Sequence[str], results: Sequence[TranslationResult]) -> None:
     """Never hand out an empty translation for a text that had words (spec 7.2)."""
     if len(results) != len(texts):
@@ -95,6 +134,153 @@ def _checked(texts: Sequence[str], results: Sequence[TranslationResult]) -> None
             raise BackendError(
                 f"the engine returned an empty translation for text {i}; retry, or try the other tier"
             )
+
+
+# ----- the routes -----------------------------------------------------------------------------------
+async def translate(request: Request) -> Response:
+    """Translate one text or a batch."""
+    req = parse_translate(await read_body(request))
+    state = request.app.state
+    engine: EngineLike = state.engine
+    pool: EnginePool = state.pool
+    store: GlossaryStore | None = state.glossary
+    requested = glossary_entries(req.glossary)
+
+    def options() -> TranslateOptions:  # on the engine thread: the glossary file is read there
+        entries = store.resolve(requested) if store is not None else (requested or ())
+        return TranslateOptions(req.target, req.source, req.tier, tuple(entries))
+
+    if req.text is not None:
+        text = req.text
+        one = await pool.run(lambda context: engine.translate(text, options(), context=context))
+        _checked([text], [one])
+        return model_response(TranslationResultModel.from_result(one))
+    batch = req.texts
+    assert batch is not None
+    results = await pool.run(lambda context: engine.translate_batch(batch, options(), context=context))
+    _checked(batch, results)
+    return model_response(BatchResponse.from_results(results))
+
+
+def _health(state: Any) -> HealthResponse:
+    engine: EngineLike = state.engine
+    pool: EnginePool = state.pool
+    return HealthResponse(
+        ok=True,
+        engine=EngineInfo(
+            version=__version__,
+            provenance=engine.provenance,
+            uptime_seconds=round(time.time() - engine.started, 3),
+            packs_installed=engine.pack_ids(),
+            packs_loaded=engine.loaded_packs(),
+            backends=state.backends,
+            queue=QueueInfo(
+                workers=pool.workers,
+                limit=pool.queue_limit,
+                in_flight=pool.in_flight,
+                timeout_seconds=pool.timeout,
+            ),
+            auth=state.auth,
+        ),
+    )
+
+
+async def health(request: Request) -> Response:
+    """Liveness and engine state."""
+    return model_response(await anyio.to_thread.run_sync(_health, request.app.state))
+
+
+#: The values of ``GET /languages?all=``, case-insensitive.
+AllFlag = Literal["0", "1", "true", "false"]
+_ROWS: TypeAdapter[list[LanguageRow]] = TypeAdapter(list[LanguageRow])
+
+
+async def languages(request: Request) -> Response:
+    """Languages the installed packs reach (spec 2.5 rows)."""
+    flag = request.query_params.get("all", "0").lower()
+    if flag not in get_args(AllFlag):
+        raise InvalidRequest(f"all must be 0, 1, true or false; got {flag!r}")
+    engine: EngineLike = request.app.state.engine
+    rows = await anyio.to_thread.run_sync(partial(engine.languages, installed_only=flag in ("0", "false")))
+    return adapter_response(_ROWS, [LanguageRow.from_language(row) for row in rows])
+
+
+async def openapi(request: Request) -> Response:
+    """This document."""
+    return Response(request.app.state.openapi, media_type=JSON)
+
+
+ROUTES = [
+    ApiRoute(
+        "/translate",
+        translate,
+        method="POST",
+        request=TranslateRequest,
+        response=TranslationResultModel | BatchResponse,
+        response_description="one result for text; {results} for texts",
+        errors=(
+            InvalidRequest,
+            LimitExceeded,
+            UnknownLanguage,
+            UnsupportedPair,
+            PackNotInstalled,
+            GlossaryFileError,
+            BackendError,
+            PipelineBroken,
+            Saturated,
+            DetectionUnavailable,
+            EngineTimeout,
+            PipelineStuck,
+        ),
+    ),
+    ApiRoute(
+        "/health", health, method="GET", response=HealthResponse, response_description="the daemon is up"
+    ),
+    ApiRoute(
+        "/languages",
+        languages,
+        method="GET",
+        response=list[LanguageRow],
+        response_description="language rows",
+        errors=(InvalidRequest,),
+        query=[QueryParam("all", AllFlag, "'1' or 'true': the whole FLORES-200 catalogue instead")],
+    ),
+    ApiRoute(
+        "/openapi.json", openapi, method="GET", response=dict[str, Any], response_description="OpenAPI 3.1"
+    ),
+]
+#: Answered on every route: the gate's refusals, the router's 404 and 405, an unexpected failure.
+COMMON_ERRORS = (
+    Unauthorized,
+    HostNotAllowed,
+    OriginNotAllowed,
+    BodyTooLarge,
+    NOT_FOUND,
+    METHOD_NOT_ALLOWED,
+    UNEXPECTED,
+)
+
+
+@cache
+def openapi_json() -> bytes:
+    """The daemon's OpenAPI document, generated once per process from :data:`ROUTES`."""
+    document = openapi_document(
+        ROUTES,
+        title="dragoman local daemon",
+        version=__version__,
+        description="On-device translation on loopback (spec 4.4); every error is {error, code}.",
+        common_errors=COMMON_ERRORS,
+        bearer=True,
+    )
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+@asynccontextmanager
+async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    try:
+        yield
+    finally:
+        app.state.pool.shutdown()
 
 
 # ----- the app --------------------------------------------------------------------------------------
@@ -114,135 +300,26 @@ def create_app(
 
     ``glossary`` is the user's glossary file, applied when a request carries no glossary (default: the
     file of ``settings``; none without settings)."""
-    pool = EnginePool(max_workers, queue_limit)
     if glossary is None and settings is not None:
         glossary = GlossaryStore(settings.local.glossary_path)
-    store = glossary
-    openapi = openapi_document(__version__)
-    has_ct2 = importlib.util.find_spec("ctranslate2") is not None
     apertium_on = settings is None or settings.engine.apertium_enabled
-    apertium_on = apertium_on and shutil.which("lt-proc") is not None
-
-    async def guarded(call: Callable[[], Awaitable[Response]]) -> Response:
-        try:
-            return await call()
-        except Saturated as exc:
-            return error_response(exc, {"Retry-After": str(exc.retry_after)})
-        except DragomanError as exc:
-            return error_response(exc)
-        except Exception as exc:  # an engine bug must still answer JSON, never an empty translation
-            log.exception("engine failure")
-            return error_response(
-                BackendError(
-                    f"the engine failed unexpectedly ({type(exc).__name__}: {exc}); "
-                    "see the daemon log, and report it"
-                )
-            )
-
-    async def translate(request: Request) -> Response:
-        async def run() -> Response:
-            req = parse_translate(await read_body(request))
-            requested = _entries(req.glossary)
-            # engine work stops at the deadline too, so an abandoned request frees its engine thread
-            context = JobContext.of(timeout=request_timeout)
-
-            def options() -> TranslateOptions:  # on the engine thread: the glossary file is read there
-                entries = store.resolve(requested) if store is not None else (requested or ())
-                return TranslateOptions(req.target, req.source, req.tier, tuple(entries))
-
-            if req.text is not None:
-                texts = [req.text]
-                text = req.text
-                one = await pool.run(
-                    lambda: engine.translate(text, options(), context=context), request_timeout
-                )
-                _checked(texts, [one])
-                return JSONResponse(one.to_dict())
-            assert req.texts is not None
-            batch = req.texts
-            results = await pool.run(
-                lambda: engine.translate_batch(batch, options(), context=context), request_timeout
-            )
-            texts = batch
-            _checked(texts, results)
-            return JSONResponse({"results": [r.to_dict() for r in results]})
-
-        return await guarded(run)
-
-    def health_payload() -> dict[str, Any]:
-        return {
-            "ok": True,
-            "engine": {
-                "version": __version__,
-                "provenance": engine.provenance,
-                "uptime_seconds": round(time.time() - engine.started, 3),
-                "packs_installed": engine.pack_ids(),
-                "packs_loaded": engine.loaded_packs(),
-                "backends": {"ctranslate2": has_ct2, "apertium": apertium_on},
-                "queue": {
-                    "workers": pool.workers,
-                    "limit": pool.queue_limit,
-                    "in_flight": pool.in_flight,
-                    "timeout_seconds": request_timeout,
-                },
-                "auth": bool(token),
-            },
-        }
-
-    async def health(request: Request) -> Response:
-        async def run() -> Response:
-            return JSONResponse(await anyio.to_thread.run_sync(health_payload))
-
-        return await guarded(run)
-
-    async def languages(request: Request) -> Response:
-        async def run() -> Response:
-            flag = request.query_params.get("all", "0").lower()
-            if flag not in ("0", "1", "true", "false"):
-                raise InvalidRequest(f"all must be 0, 1, true or false; got {flag!r}")
-            rows = await anyio.to_thread.run_sync(
-                partial(engine.languages, installed_only=flag in ("0", "false"))
-            )
-            return JSONResponse([asdict(row) for row in rows])
-
-        return await guarded(run)
-
-    async def openapi_json(request: Request) -> Response:
-        return JSONResponse(openapi)
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        message = {
-            404: f"no route {request.url.path}; routes: POST /translate, GET /health, GET /languages, "
-            "GET /openapi.json",
-            405: f"{request.method} is not allowed on {request.url.path}",
-        }.get(exc.status_code, str(exc.detail))
-        return JSONResponse(
-            {"error": message, "code": code}, status_code=exc.status_code, headers=exc.headers
-        )
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> Any:
-        try:
-            yield
-        finally:
-            pool.shutdown()
-
     app = Starlette(
-        routes=[
-            Route("/translate", translate, methods=["POST"]),
-            Route("/health", health, methods=["GET"]),
-            Route("/languages", languages, methods=["GET"]),
-            Route("/openapi.json", openapi_json, methods=["GET"]),
-        ],
-        exception_handlers={HTTPException: http_error},
+        routes=ROUTES,
+        middleware=[Middleware(Gate, hosts=extra_hosts, origins=allowed_origins, token=token)],
+        exception_handlers=exception_handlers("daemon"),
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False  # "/translate/" is a JSON 404, not a redirect
-    app.add_middleware(Gate, hosts=extra_hosts, origins=allowed_origins, token=token)
-    app.state.pool = pool
+    app.state.engine = engine
+    app.state.pool = EnginePool(max_workers, queue_limit, request_timeout)
     app.state.settings = settings
+    app.state.glossary = glossary
+    app.state.auth = bool(token)
+    app.state.backends = Backends(
+        ctranslate2=importlib.util.find_spec("ctranslate2") is not None,
+        apertium=apertium_on and shutil.which("lt-proc") is not None,
+    )
+    app.state.openapi = openapi_json()
     return app
 
 
@@ -286,6 +363,7 @@ def _uvicorn_server(app: ASGIApp, timeout: float) -> uvicorn.Server:
         app,
         log_level="warning",
         access_log=False,  # our gate logs method, path, status and ms, never bodies
+        proxy_headers=False,  # loopback, never behind a proxy: no X-Forwarded-* rewriting per request
         lifespan="on",
         server_header=False,
         timeout_graceful_shutdown=int(timeout) + 5,
@@ -329,15 +407,18 @@ class _Stop(Exception):
     """Raised by our SIGTERM handler once uvicorn has shut down gracefully and re-raises the signal."""
 
 
-def _log_to_stderr() -> None:
-    """Startup lines and the access log on stderr, whatever the root logger's level."""
+def _log_to_stderr() -> logging.Handler | None:
+    """Startup lines and the access log on stderr, whatever the root logger's level, written in batches
+    (:class:`~dragoman.server._http.BatchedLogHandler`); the handler, or None when one was already set."""
     logger = logging.getLogger("dragoman.server")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
+    if logger.handlers:
+        return None
+    handler = BatchedLogHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return handler
 
 
 def serve(
@@ -375,7 +456,7 @@ def serve(
     workers = workers or settings.daemon.workers
     queue_limit = queue_limit if queue_limit is not None else settings.daemon.queue
     timeout = timeout or settings.daemon.timeout
-    _log_to_stderr()
+    handler = _log_to_stderr()
     sock = bind_socket(host, settings.daemon.port if port is None else port)
     bound_port = int(sock.getsockname()[1])
     name = "127.0.0.1" if host_name(host) == "localhost" else host_name(host)
@@ -410,6 +491,8 @@ def serve(
             timeout,
             ", token required" if token else "",
         )
+        if handler is not None:
+            handler.flush()  # the startup line now, not at the first batch
         server.run(sockets=[sock])
     except (_Stop, KeyboardInterrupt):
         pass
@@ -419,4 +502,6 @@ def serve(
         sock.close()
         engine.close()
         log.info("dragoman daemon stopped")
+        if handler is not None:
+            handler.flush()
     return 0

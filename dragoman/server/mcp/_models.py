@@ -1,8 +1,9 @@
 """Pydantic models at the MCP edge: tool inputs that need a shape, and every tool's structured output.
 
 Each output model carries ``provenance`` (spec 4.5: every structured result includes it), so clients get an
-``outputSchema`` and ``structuredContent`` that say where the work was done. Field names follow the spec
-(2.5 language rows, 2.6 translation results, 2.7 glossary entries: ``caseSensitive``).
+``outputSchema`` and ``structuredContent`` that say where the work was done. The spec's shapes (2.5 language
+rows, 2.6 translation results, 2.7 glossary entries: ``caseSensitive``) are the wire models of
+:mod:`dragoman.server._wire`, shared with the daemon; the tool models here derive from them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dragoman.limits import MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS, MAX_TEXT_CHARS, Provenance
 from dragoman.limits import Tier as TierName
+from dragoman.server._wire import GlossaryItem, TranslationResultModel
+from dragoman.server._wire import LanguageRow as LanguageRow  # the tools name it from here
 
 #: Spec 8: 64 texts and 200 glossary terms per request, 1 MB of text per translate body.
 #: Spec 8: 200 MB per file.
@@ -20,33 +23,20 @@ from dragoman.limits import Tier as TierName
 _PROVENANCE = Field(description="Where the work ran: 'on-device' for this server (nothing left the machine).")
 
 
-class GlossaryEntryInput(BaseModel):
-    """Spec 2.7: ``term`` is kept verbatim as ``translation``."""
+class GlossaryEntryInput(GlossaryItem):
+    """Spec 2.7 (the wire's :class:`~dragoman.server._wire.GlossaryItem`) as a tool argument: JSON types
+    taken as the SDK hands them (lax), and the term length checked here."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(strict=False, populate_by_name=True, extra="forbid")
 
     term: str = Field(min_length=1, max_length=MAX_TERM_CHARS, description="Source-language term to protect.")
     translation: str = Field(
         max_length=MAX_TERM_CHARS, description="Exact text the translation must contain in its place."
     )
-    case_sensitive: bool = Field(
-        default=False, alias="caseSensitive", description="Match the term only with this exact casing."
-    )
 
 
-class TranslateOutput(BaseModel):
-    """Spec 2.6 plus the route the engine took and the tier it used."""
-
-    translation: str
-    source: str = Field(description="Source language, FLORES-200 code (detected when not given).")
-    target: str = Field(description="Target language, FLORES-200 code.")
-    provenance: Provenance = _PROVENANCE
-    seconds: float
-    warnings: list[str] = Field(
-        description="Empty when none; each starts with its kind ('source_uncertain')."
-    )
-    route: list[str] = Field(default_factory=list, description="Packs used, as 'pack:source->target' hops.")
-    tier: TierName = "best"
+class TranslateOutput(TranslationResultModel):
+    """Spec 2.6 plus the route the engine took and the tier it used (the wire's result model)."""
 
 
 class BatchOutput(BaseModel):
@@ -66,15 +56,6 @@ class DetectOutput(BaseModel):
     label: str | None = Field(description="The identification model's own top label, even when uncertain.")
     reason: str | None = Field(description="Why flores is null: 'too short', 'low confidence', 'mixed'.")
     provenance: Provenance = _PROVENANCE
-
-
-class LanguageRow(BaseModel):
-    """Spec 2.5."""
-
-    flores: str
-    bcp47: str
-    name: str
-    rtl: bool
 
 
 class LanguagesOutput(BaseModel):
