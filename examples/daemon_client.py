@@ -33,7 +33,8 @@ def daemon_url(explicit: str | None) -> Iterator[str]:
     if status["alive"] and status["url"]:
         yield str(status["url"])
         return
-    from dragoman.server.daemon.app import BackgroundDaemon, create_app
+    from dragoman.server.daemon.app import create_app
+    from dragoman.testing.daemon import BackgroundDaemon
     from dragoman.translation.engine import Engine
 
     print(

@@ -35,9 +35,10 @@ from dragoman.languages.types import Language
 from dragoman.limits import Provenance
 from dragoman.progress import JobContext
 from dragoman.server._http import host_name
-from dragoman.server.daemon.app import BackgroundDaemon, _checked, create_app, is_loopback
+from dragoman.server.daemon.app import _checked, create_app, is_loopback
 from dragoman.server.daemon.portfile import daemon_file
 from dragoman.settings import Settings
+from dragoman.testing.daemon import BackgroundDaemon
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
 from dragoman.translation.types import TranslateOptions, TranslationResult

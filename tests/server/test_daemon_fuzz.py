@@ -20,8 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import needs_apertium
 
-from dragoman.server.daemon.app import BackgroundDaemon, create_app
+from dragoman.server.daemon.app import create_app
 from dragoman.settings import Settings
+from dragoman.testing.daemon import BackgroundDaemon
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
 

@@ -40,8 +40,9 @@ from dragoman.server._wire import (
     TranslationResultModel,
 )
 from dragoman.server.daemon._models import HealthResponse
-from dragoman.server.daemon.app import ROUTES, BackgroundDaemon, create_app, openapi_json
+from dragoman.server.daemon.app import ROUTES, create_app, openapi_json
 from dragoman.settings import Settings
+from dragoman.testing.daemon import BackgroundDaemon
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
 from dragoman.translation.types import TranslateOptions, TranslationResult

@@ -11,7 +11,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from dragoman.server.daemon.app import BackgroundDaemon
 from dragoman.server.daemon.portfile import (
     daemon_file,
     daemon_status,
@@ -20,6 +19,7 @@ from dragoman.server.daemon.portfile import (
     write_daemon_file,
 )
 from dragoman.settings import Settings
+from dragoman.testing.daemon import BackgroundDaemon
 
 
 def test_written_read_and_removed_by_its_own_process(tmp_path: Path) -> None:

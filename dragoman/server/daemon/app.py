@@ -6,8 +6,8 @@ reading ``request.app.state`` (engine, pool, glossary store, settings), errors a
 from the route table (:data:`ROUTES`) and the wire models of :mod:`dragoman.server._wire`, through which
 every answer is serialised. The gate, the engine pool (503 when saturated, 504 past the timeout), the body
 limit and the error handlers are those of :mod:`dragoman.server._http`. :func:`serve` runs the app under
-uvicorn on a loopback socket with a PID/port file; :class:`BackgroundDaemon` runs it in a thread (tests,
-benchmarks, examples).
+uvicorn on a loopback socket with a PID/port file (``dragoman.testing.daemon.BackgroundDaemon`` runs it in a
+thread, for tests, benchmarks and examples).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import shutil
 import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -358,7 +357,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn_server(app: ASGIApp, timeout: float) -> uvicorn.Server:
+def uvicorn_server(app: ASGIApp, timeout: float) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -369,38 +368,6 @@ def _uvicorn_server(app: ASGIApp, timeout: float) -> uvicorn.Server:
         timeout_graceful_shutdown=int(timeout) + 5,
     )
     return uvicorn.Server(config)
-
-
-class BackgroundDaemon:
-    """The daemon in a thread of this process, on a free loopback port: for tests, benchmarks, examples.
-
-    ``with BackgroundDaemon(app) as daemon: httpx.get(daemon.url + "/health")``.
-    """
-
-    def __init__(
-        self, app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0
-    ) -> None:
-        self._sock = bind_socket(host, port)
-        self.port: int = self._sock.getsockname()[1]
-        self.url = f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
-        self.server = _uvicorn_server(app, timeout)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True)
-
-    def __enter__(self) -> BackgroundDaemon:
-        self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the background daemon did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout)
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 class _Stop(Exception):
@@ -471,7 +438,7 @@ def serve(
         queue_limit=queue_limit,
         request_timeout=timeout,
     )
-    server = _uvicorn_server(app, timeout)
+    server = uvicorn_server(app, timeout)
     path = daemon_file(settings)
     shown = f"[{name}]" if ":" in name else name
 
