@@ -29,7 +29,7 @@ from pymupdf import mupdf
 from dragoman.documents import _pdf_fonts as fonts
 from dragoman.documents import _pdf_ocr as ocr
 from dragoman.documents import _pdf_text as text
-from dragoman.documents._pdf_layout import Block, PageWork, page_blocks
+from dragoman.documents._pdf_layout import Block, Box, PageWork, page_blocks
 from dragoman.documents.base import DocumentReport, TextBox, TextTranslator
 from dragoman.errors import DocumentFormatError, OcrUnavailable, map_exceptions
 from dragoman.languages.catalogue import script_of
@@ -167,14 +167,15 @@ def restore_links(page: pymupdf.Page, before: list[tuple[int, int, str]]) -> Non
     page.parent.xref_set_key(page.xref, "Annots", "[" + " ".join(f"{xref} 0 R" for xref in order) + "]")
 
 
-def redact(page: pymupdf.Page, rects: Sequence[pymupdf.Rect]) -> None:
+def redact(page: pymupdf.Page, rects: Sequence[pymupdf.Rect | Box]) -> None:
     """Remove the text in ``rects`` with MuPDF's redaction, filling nothing, leaving images and vector
     graphics alone. What ``Page.add_redact_annot`` and ``Page.apply_redactions`` do, at half their cost:
     they also give each annotation an appearance and Python objects, and look at it again afterwards."""
     pdf_page = mupdf.pdf_page_from_fz_page(page.this)
     for rect in rects:
         annot = mupdf.pdf_create_annot(pdf_page, mupdf.PDF_ANNOT_REDACT)
-        mupdf.pdf_set_annot_rect(annot, mupdf.FzRect(rect.x0, rect.y0, rect.x1, rect.y1))
+        box = pymupdf.Rect(rect)
+        mupdf.pdf_set_annot_rect(annot, mupdf.FzRect(box.x0, box.y0, box.x1, box.y1))
     options = mupdf.PdfRedactOptions()
     options.black_boxes = 0
     options.image_method = mupdf.PDF_REDACT_IMAGE_NONE

@@ -35,6 +35,8 @@ TEXT_FLAGS = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES) | pymupdf.
 SHORT_LINE = 0.7
 #: Line directions (cos, sin) of ``get_text`` mapped to ``insert_htmlbox``'s rotation.
 ROTATIONS = {(1, 0): 0, (0, -1): 90, (-1, 0): 180, (0, 1): 270}
+#: A box as MuPDF's text extraction gives it: x0, y0, x1, y1.
+Box = tuple[float, float, float, float]
 #: Space kept between a grown block and whatever stops it, in points.
 GAP = 2.0
 #: What stops a block from growing, as ``get_bboxlog`` names it (text is judged by blocks instead): what
@@ -54,7 +56,7 @@ class Block:
     rotate: int = 0
     lines: int = 1
     centered: bool = False
-    line_rects: list[pymupdf.Rect] = field(default_factory=list)
+    line_rects: list[Box] = field(default_factory=list)  # each line's box, to remove the text line by line
     paint_over: bool = False  # text that is part of an image: cover the original with the colour around it
     room: pymupdf.Rect | None = None  # where the translation may go (``rect`` grown into free space)
 
@@ -137,7 +139,7 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
     if len(directions) != 1 or not exact or next(iter(directions)) not in ROTATIONS:
         return "angled"
     rotate = ROTATIONS[next(iter(directions))]
-    boxes = [line["bbox"] for line in lines]
+    boxes: list[Box] = [line["bbox"] for line in lines]
     rect = pymupdf.Rect(_union(boxes))
     vertical = rotate in (90, 270)
     texts = []
@@ -165,7 +167,7 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
         rotate=rotate,
         lines=len(lines),
         centered=centered,
-        line_rects=[pymupdf.Rect(box) for box in boxes],
+        line_rects=boxes,
         paint_over=invisible,
     )
 
@@ -216,7 +218,7 @@ def read_page(page: pymupdf.Page) -> tuple[dict[str, Any], list[pymupdf.Rect]]:
     return content, device.boxes
 
 
-def _union(boxes: list[tuple[float, float, float, float]]) -> tuple[float, float, float, float]:
+def _union(boxes: list[Box]) -> Box:
     """The union of the first box and the non-empty others (as ``Rect |=`` makes it, on plain tuples)."""
     x0, y0, x1, y1 = boxes[0]
     for a0, b0, a1, b1 in boxes[1:]:
