@@ -65,6 +65,7 @@ bench: setup
 	$(BIN)/python benchmarks/apertium.py
 	$(BIN)/python benchmarks/mcp.py
 	$(BIN)/python benchmarks/daemon.py
+	$(BIN)/python benchmarks/formats.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
