@@ -177,7 +177,7 @@ class LocalSettings:
     glossary_path: Path = field(
         default_factory=_default_glossary_path, metadata=env("DRAGOMAN_GLOSSARY", as_path)
     )
-    #: Extra directories file tools may read and write (besides the client's roots and working directory).
+    #: Directories MCP file tools may read and write besides the client's roots (never the working directory).
     allowed_dirs: tuple[Path, ...] = field(default=(), metadata=env("DRAGOMAN_ALLOWED_DIRS", as_paths))
     #: Where the daemon's PID/port file is kept.
     state_dir: Path = field(default_factory=_default_state_dir, metadata=env("DRAGOMAN_STATE_DIR", as_path))

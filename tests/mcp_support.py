@@ -52,13 +52,20 @@ READ_ONLY = {
 FRENCH = "Bonjour, je voudrais réserver une table pour deux personnes ce soir, s'il vous plaît."
 
 
-def _roots_callback(roots: list[Path] | None) -> ListRootsFnT | None:
+def _root(root: Path | str) -> Root:
+    """A root for a directory, or for a URI sent as given (unvalidated, as a careless client might)."""
+    if isinstance(root, Path):
+        return Root(uri=FileUrl(root.as_uri()), name=root.name)
+    return Root.model_construct(uri=root)
+
+
+def _roots_callback(roots: list[Path | str] | None) -> ListRootsFnT | None:
     """A client that declares the roots capability and answers ``roots``, or none when ``roots`` is None."""
     if roots is None:
         return None
 
     async def list_roots(context: ClientRequestContext) -> ListRootsResult:
-        return ListRootsResult(roots=[Root(uri=FileUrl(p.as_uri()), name=p.name) for p in roots])
+        return ListRootsResult(roots=[_root(r) for r in roots])
 
     return list_roots
 
@@ -66,13 +73,14 @@ def _roots_callback(roots: list[Path] | None) -> ListRootsFnT | None:
 @contextlib.asynccontextmanager
 async def in_process(
     env: Mapping[str, str],
-    cwd: Path,
     *,
-    roots: list[Path] | None = None,
+    roots: list[Path | str] | None = None,
     logging_callback: LoggingFnT | None = None,
 ) -> AsyncIterator[Client]:
-    """A client of the tool server built in this process from ``env``'s settings, working in ``cwd``."""
-    server = build_server(Settings.from_env(env), cwd=cwd)
+    """A client of the tool server built in this process from ``env``'s settings. File tools may use
+    ``roots`` (offered through the roots capability; None: the client does not declare it) and
+    ``DRAGOMAN_ALLOWED_DIRS`` only, never the process's working directory."""
+    server = build_server(Settings.from_env(env))
     async with Client(
         server,
         mode="legacy",  # the initialize handshake, as stdio clients do
@@ -96,7 +104,7 @@ async def stdio_session(
     errlog: Path,
     *,
     args: list[str] | None = None,
-    roots: list[Path] | None = None,
+    roots: list[Path | str] | None = None,
 ) -> AsyncIterator[ClientSession]:
     """An initialized SDK client session with ``python -m dragoman.cli mcp`` (or ``args``) over stdio."""
     params = StdioServerParameters(command=sys.executable, args=args or SERVER_ARGS, env=env, cwd=cwd)

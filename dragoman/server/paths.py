@@ -1,39 +1,55 @@
 """Where a file tool may read and write.
 
-The allowed directories are the client's roots when it offers them, else the server's working directory,
-plus ``DRAGOMAN_ALLOWED_DIRS``. Every path is resolved (symlinks followed) before it is checked, so a link
-inside an allowed directory that points at ``~/.ssh`` is refused like ``~/.ssh`` itself. Writing the
-translated file (atomically, never over the input or an existing file unless asked) is the formats
-layer's job: :func:`dragoman.pipelines.translate_file.translate_file`.
+The allowed directories are the client's roots (when it offers the roots capability) plus
+``DRAGOMAN_ALLOWED_DIRS``, and nothing else: the server's working directory is never implied (hosts such as
+Claude Desktop start servers in ``/``), so with neither every file tool refuses. Every path is resolved
+(symlinks followed) before it is checked, so a link inside an allowed directory that points at ``~/.ssh`` is
+refused like ``~/.ssh`` itself. Writing the translated file (atomically, never over the input or an
+existing file unless asked) is the formats layer's job:
+:func:`dragoman.pipelines.translate_file.translate_file`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from dragoman.errors import PathNotAllowed
 
 
 def roots_from_uris(uris: Iterable[str]) -> list[Path]:
-    """The local directories of ``file://`` root URIs; other schemes name nothing we can check."""
+    """The local directories of ``file://`` root URIs (percent-decoded; host empty or ``localhost``).
+
+    Other schemes and remote hosts name nothing this machine can check, so they allow nothing."""
     found: list[Path] = []
     for uri in uris:
         parsed = urlparse(str(uri))
-        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+        if parsed.scheme.lower() != "file" or parsed.netloc.lower() not in ("", "localhost"):
             continue
-        found.append(Path(unquote(parsed.path)))
+        local = Path(url2pathname(parsed.path))  # percent-decoded; drive letters on Windows
+        if not local.is_absolute() or "\x00" in str(local):
+            continue
+        found.append(local)
     return found
 
 
-def allowed_roots(
-    client_roots: Sequence[Path] | None, configured: Sequence[Path], cwd: Path
-) -> tuple[Path, ...]:
-    """Client roots (else ``cwd``) plus the configured directories, resolved and without duplicates."""
-    base = list(client_roots) if client_roots else [cwd]
-    resolved = [p.expanduser().resolve() for p in [*base, *configured]]
-    return tuple(dict.fromkeys(resolved))
+def allowed_roots(client_roots: Sequence[Path] | None, configured: Sequence[Path]) -> tuple[Path, ...]:
+    """Client roots plus the configured directories, resolved and without duplicates; maybe none.
+
+    A relative directory would mean the server's working directory, which is never implied: it is skipped."""
+    given = [p.expanduser() for p in [*(client_roots or ()), *configured]]
+    return tuple(dict.fromkeys(p.resolve() for p in given if p.is_absolute()))
+
+
+#: What a file tool answers when no directory is allowed at all.
+NOTHING_ALLOWED = (
+    "no directory is allowed for file tools, and none is allowed by default (not even the server's working "
+    "directory). Allow one either way: let the client offer it as a root (MCP roots), or set "
+    "DRAGOMAN_ALLOWED_DIRS=/path/to/folder in the server's environment (the \"env\" block of the host's MCP "
+    "config; several folders separated by the OS path separator), then restart the server."
+)
 
 
 def _describe(roots: Sequence[Path]) -> str:
@@ -43,10 +59,7 @@ def _describe(roots: Sequence[Path]) -> str:
 def check_allowed(path: str | Path, roots: Sequence[Path]) -> Path:
     """``path`` resolved (relative paths against the first root), or :class:`PathNotAllowed`."""
     if not roots:
-        raise PathNotAllowed(
-            "no directory is allowed for file tools; add one to DRAGOMAN_ALLOWED_DIRS or offer roots "
-            "from the client"
-        )
+        raise PathNotAllowed(NOTHING_ALLOWED)
     raw = Path(path).expanduser()
     if not raw.is_absolute():
         raw = roots[0] / raw

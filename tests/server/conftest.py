@@ -16,7 +16,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """The server's working directory (its allowed directory when the client offers no roots)."""
+    """A directory for a test's files; allowed to file tools only when a test offers it (roots or env)."""
     path = tmp_path / "work"
     path.mkdir()
     return path

@@ -17,8 +17,9 @@ def test_roots_from_uris_takes_local_file_uris_only(tmp_path: Path) -> None:
 
     uris = [(tmp_path / "with space").as_uri(), "https://example.com/x", "file://otherhost/x"]
     assert roots_from_uris(uris) == [tmp_path / "with space"]
-    assert allowed_roots(None, (tmp_path,), Path("/")) == (Path("/"), tmp_path.resolve())
-    assert allowed_roots([tmp_path], (tmp_path,), Path("/")) == (tmp_path.resolve(),)
+    assert allowed_roots(None, (tmp_path,)) == (tmp_path.resolve(),)
+    assert allowed_roots([tmp_path], (tmp_path,)) == (tmp_path.resolve(),)
+    assert allowed_roots(None, ()) == () and allowed_roots([], ()) == ()
 
 
 async def test_job_context_forwards_in_order_and_stops_the_worker_on_cancel() -> None:

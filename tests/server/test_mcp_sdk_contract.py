@@ -149,7 +149,7 @@ def test_stdio_server_still_takes_our_streams() -> None:
     )
 
 
-async def test_the_server_runs_on_a_stdio_transport_over_a_bare_line_source_and_sink(tmp_path: Path) -> None:
+async def test_the_server_runs_on_a_stdio_transport_over_a_bare_line_source_and_sink() -> None:
     """The SDK's stdio transport reads lines from anything iterable and writes through ``write``/``flush``
     only (the cast in ``_sdk.stdio_transport``), and ``_sdk.run_on`` serves a connection on it."""
     done = anyio.Event()
@@ -167,7 +167,7 @@ async def test_the_server_runs_on_a_stdio_transport_over_a_bare_line_source_and_
         _rpc("tools/list", {}, 2),
     ]
     sink = Sink(2, done)
-    server = build_server(Settings.from_env(), cwd=tmp_path)
+    server = build_server(Settings.from_env())
     with anyio.fail_after(30):
         async with _sdk.stdio_transport(LineFeed(lines, done), sink) as streams:
             await _sdk.run_on(server, streams)

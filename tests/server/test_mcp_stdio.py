@@ -1,6 +1,7 @@
 """``dragoman mcp`` as a real process: what an in-process client cannot show.
 
-Start-up through the CLI (settings from the environment, the working directory as the allowed directory,
+Start-up through the CLI (settings from the environment, DRAGOMAN_ALLOWED_DIRS and never the working
+directory as the allowed directories,
 no pack loaded before the first call), cancellation over the wire, stdout that carries nothing but JSON-RPC
 whatever library code prints, and a third-party client (the MCP Inspector's command-line mode). Hooks that
 need misbehaving library code (a stray print, an endless engine call) patch the engine in the server
@@ -29,9 +30,12 @@ pytestmark = pytest.mark.anyio
 
 # ----- start-up --------------------------------------------------------------------------------------
 async def test_initialize_loads_no_pack_and_packs_load_on_first_use(
-    server_env: dict[str, str], workdir: Path, errlog: Path
+    server_env: dict[str, str], workdir: Path, errlog: Path, tmp_path: Path
 ) -> None:
-    async with stdio_session(server_env, workdir, errlog) as client:
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    env = {**server_env, "DRAGOMAN_ALLOWED_DIRS": str(allowed)}
+    async with stdio_session(env, workdir, errlog) as client:
         init = client.initialize_result
         tools = {tool.name for tool in (await client.list_tools()).tools}
         before = structured(await client.call_tool("engine_status", {}))
@@ -48,10 +52,10 @@ async def test_initialize_loads_no_pack_and_packs_load_on_first_use(
     assert [p["loaded"] for p in before["packs"]] == [False]
     assert [p["loaded"] for p in after["packs"]] == [True]
     assert result["route"] and before["packs"][0]["id"] in result["route"][0]
-    # the CLI reads its settings from the environment and takes its working directory as the allowed one
+    # the CLI reads its settings from the environment; its working directory is never allowed by itself
     assert before["packs_dir"] == server_env["DRAGOMAN_PACKS_DIR"]
     assert before["glossary"]["path"] == server_env["DRAGOMAN_GLOSSARY"]
-    assert before["allowed_dirs"] == [str(workdir.resolve())]
+    assert before["allowed_dirs"] == [str(allowed.resolve())]
     assert "[unknown_language]" in unknown
 
 

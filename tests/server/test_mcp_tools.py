@@ -31,7 +31,7 @@ pytestmark = pytest.mark.anyio
 async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_annotations(
     server_env: dict[str, str], workdir: Path
 ) -> None:
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert set(tools) == TOOLS
     for name, tool in tools.items():
@@ -75,7 +75,7 @@ def test_limits_match_the_engine() -> None:
 async def test_translate_returns_a_structured_result_and_a_text_block(
     server_env: dict[str, str], workdir: Path
 ) -> None:
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         result = await client.call_tool(
             "translate", {"text": "The house is red.", "target": "es", "source": "en"}
         )
@@ -95,7 +95,7 @@ async def test_translate_batch_keeps_order_and_detects_each_text(
         "",
         "A second English sentence here.",
     ]
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         data = structured(await client.call_tool("translate_batch", {"texts": texts, "target": "spa_Latn"}))
     assert data["count"] == 3 and len(data["results"]) == 3
     assert data["results"][1]["translation"] == ""  # empty stays empty, in its place
@@ -104,7 +104,7 @@ async def test_translate_batch_keeps_order_and_detects_each_text(
 
 
 async def test_detect_language_and_list_languages(server_env: dict[str, str], workdir: Path) -> None:
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         found = structured(await client.call_tool("detect_language", {"text": FRENCH}))
         short = structured(await client.call_tool("detect_language", {"text": "ok"}))
         installed = structured(await client.call_tool("list_languages", {}))
@@ -120,7 +120,7 @@ async def test_detect_language_and_list_languages(server_env: dict[str, str], wo
 async def test_engine_status_reports_paths_packs_and_allowed_dirs(
     server_env: dict[str, str], workdir: Path
 ) -> None:
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         data = structured(await client.call_tool("engine_status", {}))
     assert data["packs_dir"] == server_env["DRAGOMAN_PACKS_DIR"]
     assert data["glossary"]["path"] == server_env["DRAGOMAN_GLOSSARY"]
@@ -133,7 +133,7 @@ async def test_glossary_add_list_remove_round_trip_and_applies_to_translate(
     server_env: dict[str, str], workdir: Path
 ) -> None:
     entries = [{"term": "Dragoman", "translation": "DRAGOMAN-ES", "caseSensitive": True}]
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         added = structured(await client.call_tool("glossary_add", {"entries": entries}))
         scoped = structured(
             await client.call_tool(
@@ -168,7 +168,7 @@ async def test_glossary_add_list_remove_round_trip_and_applies_to_translate(
 
 # ----- errors ----------------------------------------------------------------------------------------
 async def test_errors_are_tool_errors_with_actionable_text(server_env: dict[str, str], workdir: Path) -> None:
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         unknown = error_text(await client.call_tool("translate", {"text": "Hello.", "target": "spanlsh"}))
         pair = error_text(
             await client.call_tool("translate", {"text": "Hello.", "target": "de", "source": "en"})
@@ -203,7 +203,7 @@ async def test_batch_sends_progress_when_given_a_token(server_env: dict[str, str
         seen.append((progress, total, message))
 
     texts = [f"Sentence number {i} is here." for i in range(40)]
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         data = structured(
             await client.call_tool(
                 "translate_batch",
@@ -245,7 +245,7 @@ async def test_calls_run_concurrently_without_blocking_the_loop(
     monkeypatch.setattr(eng.Engine, "detect", detect)
     monkeypatch.setattr(eng.Engine, "translate", translate)
     finished: list[str] = []
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         structured(await client.call_tool("list_languages", {}))  # the engine exists before the race
 
         async def call(name: str, args: dict[str, Any]) -> None:
@@ -278,7 +278,7 @@ async def test_dragoman_warnings_reach_the_client_logging_capability(
     async def on_log(params: LoggingMessageNotificationParams) -> None:
         received.append(params)
 
-    async with in_process(server_env, workdir, logging_callback=on_log) as client:
+    async with in_process(server_env, roots=[workdir], logging_callback=on_log) as client:
         assert client.server_capabilities.logging is not None
         structured(await client.call_tool("detect_language", {"text": FRENCH}))
         with pytest.warns(MCPDeprecationWarning):  # deprecated by the 2026-07-28 spec, still served
@@ -310,7 +310,7 @@ async def test_translate_file_writes_next_to_the_input_and_never_overwrites(
     )
     (workdir / "report.pdf").write_bytes(b"%PDF-1.4 fake")
     (workdir / "blob.txt").write_bytes(b"\x00\x01\x02binary")
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         first = structured(
             await client.call_tool("translate_file", {"path": "notes.md", "target": "es", "source": "en"})
         )
@@ -358,7 +358,7 @@ async def test_ocr_translate_reads_the_image_and_answers_boxes(
         (30, 50), "The house is red.", fill="black", font=ImageFont.truetype(str(font_path), 48)
     )
     image.save(workdir / "sign.png")
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         read = structured(
             await client.call_tool("ocr_translate", {"path": "sign.png", "target": "es", "source": "en"})
         )
@@ -383,7 +383,7 @@ async def test_file_tools_refuse_paths_outside_the_allowed_dirs(
     secret.write_text("PRIVATE KEY", encoding="utf-8")
     (workdir / "link.txt").symlink_to(secret)
     (workdir / "ok.txt").write_text("Hello there.", encoding="utf-8")
-    async with in_process(server_env, workdir) as client:
+    async with in_process(server_env, roots=[workdir]) as client:
         direct = error_text(await client.call_tool("translate_file", {"path": str(secret), "target": "es"}))
         dotdot = error_text(
             await client.call_tool("translate_file", {"path": "../secret/id_rsa.txt", "target": "es"})
@@ -411,7 +411,7 @@ async def test_client_roots_replace_the_working_directory_and_allowed_dirs_add(
         (directory / "a.txt").write_text("Good morning.", encoding="utf-8")
     (workdir / "a.txt").write_text("Good morning.", encoding="utf-8")
     env = {**server_env, "DRAGOMAN_ALLOWED_DIRS": str(extra)}
-    async with in_process(env, workdir, roots=[root]) as client:
+    async with in_process(env, roots=[root]) as client:
         in_root = structured(
             await client.call_tool("translate_file", {"path": "a.txt", "target": "es", "source": "en"})
         )
@@ -434,7 +434,7 @@ async def test_translate_through_apertium(server_env: dict[str, str], workdir: P
     if not Path("/usr/share/apertium/modes/eng-spa.mode").exists():
         pytest.skip("apertium eng-spa is not installed")
     env = {**server_env, "DRAGOMAN_APERTIUM": "1", "DRAGOMAN_PACKS_DIR": str(workdir / "no-packs")}
-    async with in_process(env, workdir) as client:
+    async with in_process(env, roots=[workdir]) as client:
         data = structured(
             await client.call_tool("translate", {"text": "The house is red.", "target": "es", "source": "en"})
         )

@@ -93,7 +93,10 @@ class StatusOutput(BaseModel):
     tesseract: dict[str, Any]
     daemon: dict[str, Any] | None
     uptime_seconds: float
-    allowed_dirs: list[str] = Field(description="Directories translate_file may read and write.")
+    allowed_dirs: list[str] = Field(
+        description="Directories the file tools may read and write now: the client's roots plus "
+        "DRAGOMAN_ALLOWED_DIRS; empty means every file tool refuses."
+    )
 
 
 class GlossaryRow(BaseModel):
@@ -195,7 +198,7 @@ FilePath = Annotated[
     Field(
         min_length=1,
         max_length=4096,
-        description="File path inside the allowed directories (client roots, else the server's working "
-        "directory, plus DRAGOMAN_ALLOWED_DIRS); relative paths start at the first of them.",
+        description="File path inside the allowed directories (the client's roots plus "
+        "DRAGOMAN_ALLOWED_DIRS; nothing by default); relative paths start at the first of them.",
     ),
 ]

@@ -10,7 +10,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import anyio
@@ -54,9 +53,8 @@ class ServerState:
     """What the lifespan holds: settings, the user's glossary file, the lazily created engine, the client's
     log level."""
 
-    def __init__(self, settings: Settings, cwd: Path) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.cwd = cwd
         self.glossary = GlossaryStore(settings.local.glossary_path)
         self.client_log_level: LoggingLevel = "warning"
         self._engine: Engine | None = None

@@ -116,8 +116,9 @@ ClientRoots = Annotated[ListRootsResult | None, Resolve(_client_roots)]
 
 
 def allowed_dirs(state: ServerState, roots: ListRootsResult | None) -> tuple[Path, ...]:
+    """The client's ``file://`` roots plus DRAGOMAN_ALLOWED_DIRS, never the working directory."""
     client = paths.roots_from_uris(str(r.uri) for r in roots.roots) if roots is not None else None
-    return paths.allowed_roots(client, state.settings.local.allowed_dirs, state.cwd)
+    return paths.allowed_roots(client, state.settings.local.allowed_dirs)
 
 
 # ----- tools ------------------------------------------------------------------------------------------
@@ -217,7 +218,7 @@ async def list_languages(
     )
 
 
-async def engine_status(ctx: Ctx) -> Annotated[CallToolResult, StatusOutput]:
+async def engine_status(ctx: Ctx, roots: ClientRoots) -> Annotated[CallToolResult, StatusOutput]:
     """Install state of the engine on this device: platform support, packs (and whether loaded), binary and
     model paths, Apertium and Tesseract, glossary file, daemon liveness, directories file tools may use."""
     from dragoman.server.daemon.portfile import daemon_status
@@ -225,14 +226,15 @@ async def engine_status(ctx: Ctx) -> Annotated[CallToolResult, StatusOutput]:
 
     state = state_of(ctx)
     status = await run_engine(ctx, lambda engine: status_of(engine, daemon=daemon_status(state.settings)))
-    dirs = [str(p) for p in paths.allowed_roots(None, state.settings.local.allowed_dirs, state.cwd)]
+    dirs = [str(p) for p in allowed_dirs(state, roots)]
     out = StatusOutput.model_validate({**status, "allowed_dirs": dirs})
     packs = ", ".join(f"{p.id}{' (loaded)' if p.loaded else ''}" for p in out.packs) or "none"
     apertium = out.apertium.get("pairs") or []
     daemon = "alive" if out.daemon and out.daemon.get("alive") else "not running"
     text = (
         f"dragoman {out.version} ({out.provenance}); packs: {packs}; apertium pairs: {len(apertium)}; "
-        f"daemon: {daemon}; packs dir: {out.packs_dir}"
+        f"daemon: {daemon}; packs dir: {out.packs_dir}; file tools may use: "
+        f"{', '.join(dirs) or 'nothing (offer client roots or set DRAGOMAN_ALLOWED_DIRS)'}"
     )
     return answer(out, text)
 
@@ -496,14 +498,14 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
 )
 
 
-def build_server(settings: Settings | None = None, *, cwd: Path | None = None) -> MCPServer[ServerState]:
-    """The MCP server with every tool registered; nothing is loaded until a tool needs the engine."""
+def build_server(settings: Settings | None = None) -> MCPServer[ServerState]:
+    """The MCP server with every tool registered; nothing is loaded until a tool needs the engine. File tools
+    may use the client's roots and DRAGOMAN_ALLOWED_DIRS only (never the working directory)."""
     chosen = settings or Settings.from_env()
-    workdir = (cwd or Path.cwd()).resolve()
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[ServerState]) -> AsyncIterator[ServerState]:
-        state = ServerState(chosen, workdir)
+        state = ServerState(chosen)
         handler = CallLogHandler(level=logging.DEBUG)
         logging.getLogger("dragoman").addHandler(handler)
         try:
