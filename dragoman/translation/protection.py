@@ -8,6 +8,7 @@ with :class:`Protected` spans. :func:`restore_check` says which spans a translat
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
@@ -29,8 +30,7 @@ _PLACEHOLDERS = tuple(
         r"(?<![\w@/.])(?:(?:https?|ftp)://|www\.(?=\w))[^\s<>\"'`]+",
         # e-mail addresses
         r"(?<![\w.%+-])(?:mailto:)?[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.[^\W\d_]{2,}(?![\w-])",
-        # markup: comments, tags with attributes (the tag only), numbered tags <0>, entities
-        r"<!--.*?-->",
+        # markup (comments: _comment_spans): tags with attributes (the tag only), numbered tags <0>, entities
         r"</?[A-Za-z][\w:.-]*(?:\s(?:[^<>\"']|\"[^\"<>]*\"|'[^'<>]*')*)?/?>",
         r"</?\d{1,3}/?>",
         r"&(?:[A-Za-z][A-Za-z0-9]{1,31}|#\d{1,7}|#[xX][0-9a-fA-F]{1,6});",
@@ -51,7 +51,6 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
     ("`",),
     ("://", "www."),
     ("@",),
-    ("<!--",),
     ("<",),
     ("<",),
     ("&",),
@@ -65,6 +64,7 @@ _TRIGGERS: tuple[tuple[str, ...], ...] = (
 _URL_PATTERN = 1
 _URL_TRAILING = ".,;:!?*'\")]}"
 _MAX_BRACE_SPAN = 500
+_BRACE_EVENT = re.compile(r"[{}\r\n]")
 #: What may stand between braces: one name or index with an optional format spec ({name}, {0:>10}, {},
 #: { var }), an ICU argument ({count, plural, ...}); {{...}}, {%...%} and {#...#} take anything.
 _BRACE_BODY = re.compile(
@@ -73,35 +73,51 @@ _BRACE_BODY = re.compile(
 
 
 def _trim_url(text: str, start: int, end: int) -> int:
-    """The end of a URL without the sentence punctuation that follows it (keeps balanced brackets)."""
+    """The end of a URL without the sentence punctuation that follows it (keeps balanced brackets).
+
+    Linear in the URL: the bracket counts are taken once and updated as characters are trimmed."""
     pairs = {")": "(", "]": "[", "}": "{"}
+    counts: dict[str, int] = {}
     while end > start and text[end - 1] in _URL_TRAILING:
         c = text[end - 1]
-        if c in pairs and text.count(pairs[c], start, end) >= text.count(c, start, end):
-            break
+        if c in pairs:
+            if c not in counts:
+                counts[c] = text.count(c, start, end)
+                counts[pairs[c]] = text.count(pairs[c], start, end)
+            if counts[pairs[c]] >= counts[c]:
+                break
+            counts[c] -= 1
         end -= 1
     return end
 
 
+def _brace_closers(text: str) -> dict[int, int]:
+    """For each ``{`` whose matching ``}`` is on the same line, its offset: one pass, a stack."""
+    closers: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE_EVENT.finditer(text):
+        c = m.group()
+        if c == "{":
+            stack.append(m.start())
+        elif c == "}":
+            if stack:
+                closers[stack.pop()] = m.start()
+        else:
+            stack.clear()
+    return closers
+
+
 def _brace_spans(text: str) -> Iterator[tuple[int, int]]:
     """Balanced ``{...}`` on one line whose content looks like code (see ``_BRACE_BODY``), nested or not
-    ({name}, {0}, {{ var }}, {% tag %}, ICU plurals), with a ``$`` or ``#`` before it (${var}, #{var})."""
+    ({name}, {0}, {{ var }}, {% tag %}, ICU plurals), with a ``$`` or ``#`` before it (${var}, #{var}).
+
+    Linear in the text: the braces are matched in one pass, and a body is checked only when it spans
+    fewer than ``_MAX_BRACE_SPAN`` characters."""
+    closers = _brace_closers(text)
     i = text.find("{")
     while i != -1:
-        depth, j = 0, i
-        limit = min(len(text), i + _MAX_BRACE_SPAN)
-        while j < limit:
-            c = text[j]
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            elif c in "\r\n":
-                break
-            j += 1
-        if depth == 0 and j < limit and _BRACE_BODY.fullmatch(text, i + 1, j):
+        j = closers.get(i, -1)
+        if i < j < i + _MAX_BRACE_SPAN and _BRACE_BODY.fullmatch(text, i + 1, j):
             start = i - 1 if i > 0 and text[i - 1] in "$#" else i
             yield start, j + 1
             i = text.find("{", j + 1)
@@ -109,9 +125,26 @@ def _brace_spans(text: str) -> Iterator[tuple[int, int]]:
             i = text.find("{", i + 1)
 
 
+def _comment_spans(text: str) -> Iterator[tuple[int, int]]:
+    """HTML comments ``<!-- ... -->`` on one line, as ``<!--.*?-->`` finds them, in linear time: a start
+    whose line holds no ``-->`` after it is skipped together with every later start on that line."""
+    i = text.find("<!--")
+    while i != -1:
+        stop = text.find("\n", i)
+        stop = len(text) if stop == -1 else stop
+        j = text.find("-->", i + 4, stop)
+        if j == -1:
+            i = text.find("<!--", stop)
+            continue
+        yield i, j + 3
+        i = text.find("<!--", j + 3)
+
+
 def _placeholder_spans(text: str) -> list[tuple[int, int]]:
     """Non-overlapping placeholder spans, leftmost first, the longest where several start together."""
     found: list[tuple[int, int]] = list(_brace_spans(text)) if "{" in text else []
+    if "<!--" in text:
+        found.extend(_comment_spans(text))
     for index, (pattern, triggers) in enumerate(zip(_PLACEHOLDERS, _TRIGGERS, strict=True)):
         if not any(t in text for t in triggers):
             continue
@@ -200,14 +233,18 @@ def protect(sentence: str, glossary: Sequence[GlossaryEntry] = ()) -> Pieces:
         (s, e, Protected(sentence[s:e], sentence[s:e], "placeholder"))
         for s, e in _placeholder_spans(sentence)
     ]
-    taken = [(s, e) for s, e, _ in spans]
+    # the spans taken so far, disjoint and sorted: a candidate is checked against its two neighbours only
+    starts = [s for s, _, _ in spans]
+    ends = [e for _, e, _ in spans]
     candidates = sorted(
         _glossary_matches(sentence, glossary),
         key=lambda m: (m.start - m.end, m.start, not m.entry.case_sensitive, m.order),
     )
     for m in candidates:
-        if all(m.end <= s or m.start >= e for s, e in taken):
-            taken.append((m.start, m.end))
+        at = bisect.bisect_right(starts, m.start)
+        if (at == 0 or ends[at - 1] <= m.start) and (at == len(starts) or starts[at] >= m.end):
+            starts.insert(at, m.start)
+            ends.insert(at, m.end)
             spans.append(
                 (m.start, m.end, Protected(sentence[m.start : m.end], m.entry.translation, "glossary"))
             )

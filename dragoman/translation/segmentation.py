@@ -28,8 +28,9 @@ _LEADING = re.compile(
     r"(?:(?:[-*+•‣◦▪▫●○■□–—]|#{1,6}|>|\d{1,3}(?:\.\d{1,3})*[.)]|\(\d{1,3}\)|[A-Za-z]\))"
     rf"{_EDGE_SPACE}+)?"
 )
-_TRAILING = re.compile(rf"{_EDGE_SPACE}+\Z")
-_EDGES = re.compile(rf"\A{_EDGE_SPACE}+|{_EDGE_SPACE}+\Z")
+#: The characters of ``_EDGE_SPACE`` (``\s`` is ``str.isspace``, all of it below U+3100), for
+#: ``str.strip``: a search for ``_EDGE_SPACE+\Z`` would be quadratic in a run of inner whitespace.
+_EDGE_CHARS = "".join(c for c in map(chr, range(0x3100)) if c.isspace()) + "\u200b\ufeff"
 _ALNUM = re.compile(r"[^\W_]")
 
 #: Sentence-final punctuation: Latin, CJK, Devanagari danda, Arabic/Urdu, Armenian, Ethiopic, Myanmar, Khmer.
@@ -117,6 +118,7 @@ class _Builder:
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.is_text: list[bool] = []
+        self.separator: list[str] = []  # the separator being collected, not yet in parts
 
     def add(self, part: str, is_text: bool) -> None:
         if not part:
@@ -124,8 +126,8 @@ class _Builder:
         if is_text and not _ALNUM.search(part):
             is_text = False
         if is_text:  # edge spaces, BOMs and zero-width spaces belong to the separators around a sentence
-            core = _EDGES.sub("", part)
-            at = part.index(core)
+            core = part.strip(_EDGE_CHARS)
+            at = len(part) - len(part.lstrip(_EDGE_CHARS))
             self.add(part[:at], False)
             self._append(core, True)
             self.add(part[at + len(core) :], False)
@@ -135,13 +137,21 @@ class _Builder:
     def _append(self, part: str, is_text: bool) -> None:
         if not part:
             return
-        if not is_text and self.parts and not self.is_text[-1]:
-            self.parts[-1] += part
+        if not is_text:  # joined once in _flush: adding to a string each time is quadratic in a long run
+            self.separator.append(part)
             return
+        self._flush()
         self.parts.append(part)
         self.is_text.append(is_text)
 
+    def _flush(self) -> None:
+        if self.separator:
+            self.parts.append("".join(self.separator))
+            self.is_text.append(False)
+            self.separator.clear()
+
     def result(self) -> Segmented:
+        self._flush()
         return Segmented(tuple(self.parts), tuple(self.is_text))
 
 
@@ -166,8 +176,7 @@ def segment(text: str) -> Segmented:
 def _segment_line(line: str, out: _Builder) -> None:
     lead = _LEADING.match(line)
     start = lead.end() if lead else 0
-    trail = _TRAILING.search(line, start)
-    end = trail.start() if trail else len(line)
+    end = max(start, len(line.rstrip(_EDGE_CHARS)))
     out.add(line[:start], False)
     core = line[start:end]
     begin = 0

@@ -1,0 +1,252 @@
+"""Every scanner of the translation layer is linear in its input (issue 9, item 1).
+
+For each compiled pattern of ``protection`` and ``segmentation``, for the hand scanners, and for
+:func:`protect`, :func:`segment`, :func:`find_numbers` and :func:`split_to_limit` as a whole, adversarial
+inputs of n and 4n characters are timed side by side (the minimum of several repeats each, so machine load
+touches both) and the ratio of the two costs must stay far from quadratic: linear work gives about 4, a
+quadratic scanner about 16. Only ratios are compared, never absolute times.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+import time
+from collections.abc import Callable
+
+import pytest
+
+from dragoman.translation import protection, segmentation
+from dragoman.translation.protection import find_numbers, protect
+from dragoman.translation.segmentation import segment, split_to_limit
+from dragoman.translation.types import GlossaryEntry
+
+N = 8_000
+GROWTH = 4
+#: Linear work gives GROWTH (4); quadratic gives GROWTH**2 (16). Half-way between, with room for noise.
+MAX_RATIO = 8.0
+REPEATS = 5
+#: Each timed sample runs the work this long at least at size N, so a sample is not lost in timer noise.
+MIN_SAMPLE_S = 0.0005
+
+
+def _repeat(unit: str) -> Callable[[int], str]:
+    return lambda n: (unit * (n // len(unit) + 1))[:n]
+
+
+#: Inputs that make a careless scanner go back over what it has read: unterminated openers, runs of the
+#: characters that start a match, long bodies after an opener, long whitespace.
+ADVERSARIAL: dict[str, Callable[[int], str]] = {
+    **{
+        f"run {unit!r}": _repeat(unit)
+        for unit in (
+            "{",
+            "{a",
+            "}",
+            "{{ x",
+            "${",
+            "<",
+            "<a ",
+            '<a b="',
+            "</",
+            "<!--",
+            "-->",
+            "%",
+            "%(",
+            "%1$",
+            "%-",
+            "$",
+            "[(",
+            "(",
+            ")",
+            "`",
+            "``a",
+            "&",
+            "&#",
+            "@",
+            "a@",
+            "a.",
+            "x.y@",
+            "http://",
+            "www.",
+            " ",
+            "\t \u200b",
+            "\n",
+            "\r",
+            ". ",
+            "Mr. ",
+            "etc. (",
+            "A. ",
+            "1.",
+            "1'234",
+            "1,",
+            "; ",
+            ": ",
+            ", ",
+            "—",
+            "a",
+            "!",
+            "?!",
+            "。",
+            "«",
+            " »",
+            "- ",
+            "#",
+            "1) ",
+        )
+    },  # fmt: skip
+    "{ + text": lambda n: "{" + "a" * n,
+    "{ + spaces": lambda n: "{" + " " * n,
+    "<a + text": lambda n: "<a " + "x" * n,
+    "<!-- + dashes": lambda n: "<!--" + "-" * n,
+    "`` + text": lambda n: "``" + "a" * n,
+    "url + text": lambda n: "http://" + "a" * n,
+    "url + closers": lambda n: "http://x" + ")" * n,
+    "url + punctuation": lambda n: "http://x" + ".,;:!?*'\")]}" * (n // 12),
+    "e-mail + dotted": lambda n: "x@" + "a." * (n // 2) + "1",
+    "inner whitespace": lambda n: "a" + " " * n + "b",
+    "inner edge spaces": lambda n: "a" + "\u200b " * (n // 2) + "b",
+    "%( + text": lambda n: "%(" + "a" * n,
+}
+
+
+def _patterns() -> dict[str, re.Pattern[str]]:
+    found: dict[str, re.Pattern[str]] = {}
+    for module in (protection, segmentation):
+        for name, value in vars(module).items():
+            if isinstance(value, re.Pattern):
+                found[f"{module.__name__.rsplit('.', 1)[-1]}.{name}"] = value
+            elif isinstance(value, tuple) and value and all(isinstance(v, re.Pattern) for v in value):
+                for i, pattern in enumerate(value):
+                    found[f"{module.__name__.rsplit('.', 1)[-1]}.{name}[{i}]"] = pattern
+    return found
+
+
+PATTERNS = _patterns()
+
+
+def _sample(work: Callable[[str], object], text: str, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        work(text)
+    return time.perf_counter() - start
+
+
+def _growth(work: Callable[[str], object], make: Callable[[int], str]) -> float:
+    """Cost at GROWTH*N over cost at N: the minimum of REPEATS samples of each, taken alternately."""
+    small, large = make(N), make(N * GROWTH)
+    calls = 1
+    while _sample(work, small, calls) < MIN_SAMPLE_S and calls < 1 << 16:
+        calls *= 2
+    best_small = best_large = float("inf")
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(REPEATS):
+            best_small = min(best_small, _sample(work, small, calls))
+            best_large = min(best_large, _sample(work, large, calls))
+    finally:
+        if enabled:
+            gc.enable()
+    return best_large / best_small
+
+
+def _assert_linear(work: Callable[[str], object]) -> None:
+    slow: dict[str, float] = {}
+    for name, make in ADVERSARIAL.items():
+        ratio = _growth(work, make)
+        if ratio >= MAX_RATIO:
+            ratio = min(ratio, _growth(work, make))  # once more, in case the machine was busy
+        if ratio >= MAX_RATIO:
+            slow[name] = round(ratio, 1)
+    assert not slow, f"cost grows faster than linearly (x{GROWTH} input gives these cost ratios): {slow}"
+
+
+def test_every_pattern_is_found() -> None:
+    """The list below covers the module's patterns; a new pattern is checked without naming it."""
+    assert "protection._PLACEHOLDERS[0]" in PATTERNS
+    assert "segmentation._BOUNDARY" in PATTERNS
+    assert "segmentation._CUT_LEVELS[4]" in PATTERNS
+    assert len(PATTERNS) >= 25
+
+
+#: Patterns only ever used with ``fullmatch`` on a bounded slice are checked the way they are used:
+#: ``_BRACE_BODY`` sees at most ``_MAX_BRACE_SPAN`` characters (its ``finditer`` would be quadratic);
+#: ``_LEADING`` is only matched at the start of a line.
+FULLMATCH_ONLY = {"protection._BRACE_BODY"}
+MATCH_ONLY = {"segmentation._LEADING"}
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_pattern_is_linear(name: str) -> None:
+    pattern = PATTERNS[name]
+    if name in FULLMATCH_ONLY:
+        _assert_linear(pattern.fullmatch)
+    elif name in MATCH_ONLY:
+        _assert_linear(pattern.match)
+    else:
+        _assert_linear(lambda text: sum(1 for _ in pattern.finditer(text)))
+
+
+def _all_placeholders(text: str) -> object:
+    return protection._placeholder_spans(text)
+
+
+def _braces(text: str) -> object:
+    return list(protection._brace_spans(text))
+
+
+def _comments(text: str) -> object:
+    return list(protection._comment_spans(text))
+
+
+def _trim(text: str) -> object:
+    return protection._trim_url(text, 0, len(text))
+
+
+_GLOSSARY = (
+    GlossaryEntry("a", "A"),
+    GlossaryEntry("a a", "B"),
+    GlossaryEntry("Mr", "Herr", case_sensitive=True),
+    GlossaryEntry("x", "X"),
+)
+
+
+def _segment_and_rebuild(text: str) -> object:
+    segmented = segment(text)
+    return segmented.rebuild(segmented.sentences)
+
+
+def _split(text: str) -> object:
+    return split_to_limit(text, len, 50)
+
+
+@pytest.mark.parametrize(
+    "work",
+    [
+        _all_placeholders,
+        _braces,
+        _comments,
+        _trim,
+        protect,
+        lambda text: protect(text, _GLOSSARY),
+        find_numbers,
+        segment,
+        _segment_and_rebuild,
+        _split,
+    ],
+    ids=[
+        "placeholder_spans",
+        "brace_spans",
+        "comment_spans",
+        "trim_url",
+        "protect",
+        "protect+glossary",
+        "find_numbers",
+        "segment",
+        "segment+rebuild",
+        "split_to_limit",
+    ],
+)
+def test_scanner_is_linear(work: Callable[[str], object]) -> None:
+    _assert_linear(work)
