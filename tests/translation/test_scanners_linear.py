@@ -21,6 +21,9 @@ from dragoman.translation.protection import find_numbers, protect
 from dragoman.translation.segmentation import segment, split_to_limit
 from dragoman.translation.types import GlossaryEntry
 
+# About a minute of growth-ratio measurements: CI runs them, `make test-fast` leaves them out.
+pytestmark = pytest.mark.slow
+
 N = 8_000
 GROWTH = 4
 #: Linear work gives GROWTH (4); quadratic gives GROWTH**2 (16). Half-way between, with room for noise.
