@@ -87,19 +87,6 @@ def _with_warnings(text: str, warnings_: Sequence[str]) -> str:
     return text if not warnings_ else text + "\n\n[warnings] " + " | ".join(warnings_)
 
 
-def _translation(result: TranslationResult) -> TranslateOutput:
-    return TranslateOutput(
-        translation=result.translation,
-        source=result.source,
-        target=result.target,
-        provenance=result.provenance,
-        seconds=round(result.seconds, 6),
-        warnings=list(result.warnings),
-        route=list(result.route),
-        tier=result.tier,
-    )
-
-
 def _entries(glossary: Sequence[GlossaryEntryInput] | None) -> list[GlossaryEntry] | None:
     if glossary is None:
         return None
@@ -134,7 +121,7 @@ async def translate(
             text, TranslateOptions(target, source, tier, store.resolve(_entries(glossary)))
         ),
     )
-    out = _translation(result)
+    out = TranslateOutput.from_result(result)
     return answer(out, _with_warnings(out.translation, out.warnings))
 
 
@@ -165,7 +152,7 @@ async def translate_batch(
         return engine.translate_batch(texts, options, context=context)
 
     results = await run_engine(ctx, work)
-    outs = [_translation(r) for r in results]
+    outs = [TranslateOutput.from_result(r) for r in results]
     batch = BatchOutput(
         results=outs, count=len(outs), provenance=results[0].provenance, seconds=time.perf_counter() - started
     )
