@@ -60,3 +60,17 @@ WORD_EDIT_RETENTION_SECONDS: Final = 12 * 3600
 WEBHOOK_REPLY_SECONDS: Final = 10
 WEBHOOK_RETRIES: Final = 5
 WEBHOOK_TOLERANCE_SECONDS: Final = 300
+
+# ----- processes and connections (issue 9, item 4; ours, not the spec's) -------------------------------
+#: Apertium pipelines one engine keeps running (each is 4-8 processes, 20-40 MB), and seconds an unused one
+#: is kept before it is closed (``DRAGOMAN_APERTIUM_MAX_PIPELINES``, ``DRAGOMAN_APERTIUM_IDLE_SECONDS``).
+APERTIUM_MAX_PIPELINES: Final = 6
+APERTIUM_IDLE_SECONDS: Final = 300.0
+#: The daemon's open connections (``DRAGOMAN_SERVE_MAX_CONNECTIONS``; idle ones are closed to make room,
+#: a connection over the cap with none idle gets 503), seconds a request's head and body may take to arrive
+#: (``DRAGOMAN_SERVE_HEADER_TIMEOUT``: 408, slowloris), seconds an idle keep-alive connection is kept
+#: (``DRAGOMAN_SERVE_KEEP_ALIVE``), and bytes of one request's line and headers (431 beyond).
+DAEMON_MAX_CONNECTIONS: Final = 100
+DAEMON_HEADER_TIMEOUT: Final = 10.0
+DAEMON_KEEP_ALIVE: Final = 5.0
+MAX_REQUEST_HEAD_BYTES: Final = 64 * 1024

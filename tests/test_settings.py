@@ -39,6 +39,8 @@ CASTS: list[tuple[str, str, str, str, object]] = [
     ("DRAGOMAN_INTRA_THREADS", "0", "engine", "intra_threads", 0),
     ("DRAGOMAN_MODEL_MEMORY_BUDGET", "2000000000", "engine", "model_memory_budget", 2_000_000_000),
     ("DRAGOMAN_MODEL_IDLE_SECONDS", "1.5", "engine", "model_idle_seconds", 1.5),
+    ("DRAGOMAN_APERTIUM_MAX_PIPELINES", "2", "engine", "apertium_max_pipelines", 2),
+    ("DRAGOMAN_APERTIUM_IDLE_SECONDS", "0", "engine", "apertium_idle_seconds", 0.0),
     ("DRAGOMAN_GLOSSARY", "/g/glossary.json", "local", "glossary_path", Path("/g/glossary.json")),
     ("DRAGOMAN_ALLOWED_DIRS", f"/x{SEP} {SEP}/y", "local", "allowed_dirs", (Path("/x"), Path("/y"))),
     ("DRAGOMAN_STATE_DIR", "/run/state", "local", "state_dir", Path("/run/state")),
@@ -47,6 +49,9 @@ CASTS: list[tuple[str, str, str, str, object]] = [
     ("DRAGOMAN_SERVE_WORKERS", "2", "daemon", "workers", 2),
     ("DRAGOMAN_SERVE_QUEUE", "0", "daemon", "queue", 0),
     ("DRAGOMAN_SERVE_TIMEOUT", "2.5", "daemon", "timeout", 2.5),
+    ("DRAGOMAN_SERVE_MAX_CONNECTIONS", "20", "daemon", "max_connections", 20),
+    ("DRAGOMAN_SERVE_HEADER_TIMEOUT", "2.5", "daemon", "header_timeout", 2.5),
+    ("DRAGOMAN_SERVE_KEEP_ALIVE", "1", "daemon", "keep_alive", 1.0),
     ("DRAGOMAN_ALLOWED_ORIGINS", "http://a, http://b", "daemon", "allowed_origins", ("http://a", "http://b")),
     ("SERVICE_SERVE_TOKEN", " s3cret ", "daemon", "token", "s3cret"),
 ]  # fmt: skip
@@ -117,6 +122,9 @@ def test_a_blank_variable_keeps_the_default(variable: str) -> None:
         ("DRAGOMAN_INTRA_THREADS", "-2", "at least 0"),
         ("DRAGOMAN_MODEL_IDLE_SECONDS", "-1", "at least 0"),
         ("DRAGOMAN_APERTIUM", "maybe", "must be 1 or 0"),
+        ("DRAGOMAN_APERTIUM_MAX_PIPELINES", "0", "at least 1"),
+        ("DRAGOMAN_SERVE_MAX_CONNECTIONS", "0", "at least 1"),
+        ("DRAGOMAN_SERVE_HEADER_TIMEOUT", "0", "more than 0"),
     ],
 )
 def test_a_bad_value_is_a_config_error_naming_the_variable(variable: str, value: str, says: str) -> None:

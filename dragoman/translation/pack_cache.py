@@ -32,6 +32,7 @@ from dragoman.models.packs import PackStore, pack_info
 from dragoman.models.store import dir_size, install_identity
 from dragoman.models.types import PackInfo
 from dragoman.settings import Settings
+from dragoman.translation.backends._apertium_pipeline import PipelinePool
 from dragoman.translation.backends.apertium import ApertiumBackend, ApertiumMode, discover_modes
 from dragoman.translation.backends.base import Backend
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
@@ -107,6 +108,10 @@ class PackCache:
             clock=clock,
             reap_every=reap_every,
             name="pack",
+        )
+        # Apertium pipelines: at most this many running, idle ones closed (issue 9, item 4)
+        self._pipelines = PipelinePool(
+            settings.engine.apertium_max_pipelines, settings.engine.apertium_idle_seconds
         )
         self._snapshot = _Snapshot({}, ())
         self._stamp: tuple[int, ...] | None = None
@@ -202,7 +207,7 @@ class PackCache:
     def _load(self, entry: _Entry) -> Backend:
         if entry.mode is not None:
             log.info("starting Apertium pipeline %s", entry.id)
-            return ApertiumBackend(entry.mode)
+            return ApertiumBackend(entry.mode, pool=self._pipelines)
         assert entry.manifest is not None
         log.info("loading pack %s from %s", entry.id, entry.path)
         return CTranslate2Backend.load(
@@ -285,3 +290,4 @@ class PackCache:
 
     def close(self) -> None:
         self._backends.close()
+        self._pipelines.close()

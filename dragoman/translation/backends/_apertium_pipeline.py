@@ -1,17 +1,34 @@
 """One running Apertium pipeline: a chain of stage processes joined by pipes, written and read without
-blocking, each stage's stderr drained in the background (see ``backends.apertium``)."""
+blocking, each stage's stderr drained in the background (see ``backends.apertium``); and the pool that
+bounds how many run at once.
+
+A :class:`PipelinePool` keeps at most ``max_pipelines`` pipelines warm (each is four to eight processes and
+tens of megabytes): starting one more closes the least recently used idle one, and a pipeline unused for
+``idle_seconds`` is closed by a background reaper. A pipeline in use (inside :meth:`PipelinePool.use`) is
+never closed under its caller; when every pipeline is in use, a caller needing a new one waits for one to
+be released (at most its timeout, then :class:`~dragoman.errors.EngineTimeout`). Closed pipelines' processes
+are waited for (no zombies).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import selectors
 import shlex
 import subprocess
 import threading
 import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from dragoman.errors import BackendError, PipelineBroken, PipelineStuck
+from dragoman.errors import BackendError, EngineTimeout, PipelineBroken, PipelineStuck
+from dragoman.limits import APERTIUM_IDLE_SECONDS, APERTIUM_MAX_PIPELINES
+
+log = logging.getLogger("dragoman.translation.apertium")
 
 INSTALL_HINT = "install Apertium and the pair, e.g. `sudo apt-get install apertium apertium-eng-spa`"
 _READ_SIZE = 1 << 16
@@ -23,6 +40,7 @@ class Pipeline:
 
     def __init__(self, commands: list[list[str]], name: str) -> None:
         self.commands = commands
+        self.name = name
         self.procs: list[subprocess.Popen[bytes]] = []
         self.stderr = [bytearray() for _ in commands]
         self.sequence = 0  # the number the next block's end marker carries
@@ -172,7 +190,206 @@ class Pipeline:
             drain.join(5)  # it closes each stderr pipe at EOF
 
 
-def kill_all(holder: list[Pipeline]) -> None:
-    """Finalizer safety net: the engine should have called close()."""
-    while holder:
-        holder.pop().kill()
+@dataclass(eq=False)
+class _Slot:
+    """One owner's pipeline in the pool (``pipeline`` is None while it starts)."""
+
+    pipeline: Pipeline | None
+    last_used: float
+    busy: bool = False
+
+
+class PipelinePool:
+    """At most ``max_pipelines`` warm pipelines, by owner; least recently used and idle ones closed.
+
+    An owner (one backend: one Apertium mode) has at most one pipeline, used by one caller at a time (the
+    backend's lock serialises its callers). Thread-safe.
+    """
+
+    def __init__(
+        self,
+        max_pipelines: int = APERTIUM_MAX_PIPELINES,
+        idle_seconds: float = APERTIUM_IDLE_SECONDS,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        reap_every: float | None = None,
+    ) -> None:
+        self.max_pipelines = max(1, max_pipelines)
+        self.idle_seconds = max(0.0, idle_seconds)
+        self._clock = clock
+        self._reap_every = (
+            reap_every if reap_every is not None else min(30.0, max(0.2, self.idle_seconds / 4))
+        )
+        self._cond = threading.Condition()
+        self._slots: OrderedDict[object, _Slot] = OrderedDict()  # least recently used first
+        self._closed = False
+        self._reaper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @contextlib.contextmanager
+    def use(self, owner: object, start: Callable[[], Pipeline], timeout: float) -> Iterator[Pipeline]:
+        """``owner``'s pipeline, started with ``start()`` when it has none running, held in use inside the
+        block (never closed by the pool meanwhile). Room is made by closing the least recently used idle
+        pipeline; when all are in use this waits up to ``timeout`` seconds for one to be released."""
+        slot = self._acquire(owner, start, timeout)
+        try:
+            assert slot.pipeline is not None
+            yield slot.pipeline
+        finally:
+            with self._cond:
+                slot.busy = False
+                slot.last_used = self._clock()
+                self._cond.notify_all()
+
+    def _acquire(self, owner: object, start: Callable[[], Pipeline], timeout: float) -> _Slot:
+        victims: list[Pipeline] = []
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise BackendError("the Apertium pipelines were shut down; load the pack again")
+                slot = self._slots.get(owner)
+                if slot is not None:
+                    if slot.busy:  # the owner's lock makes this rare: wait for its other caller
+                        pass
+                    elif slot.pipeline is not None and slot.pipeline.alive():
+                        slot.busy = True
+                        self._slots.move_to_end(owner)
+                        return slot
+                    else:  # a stage died: restart in the same place
+                        if slot.pipeline is not None:
+                            log.warning("Apertium pipeline %s: a stage died; restarting", slot.pipeline.name)
+                            victims.append(slot.pipeline)
+                        slot.pipeline, slot.busy = None, True
+                        self._slots.move_to_end(owner)
+                        break
+                elif len(self._slots) < self.max_pipelines:
+                    slot = _Slot(None, self._clock(), busy=True)
+                    self._slots[owner] = slot
+                    break
+                else:
+                    idle = next((k for k, s in self._slots.items() if not s.busy), None)
+                    if idle is not None:
+                        evicted = self._slots.pop(idle)
+                        if evicted.pipeline is not None:
+                            log.info(
+                                "closing Apertium pipeline %s: %d pipelines are running (the most kept)",
+                                evicted.pipeline.name,
+                                self.max_pipelines,
+                            )
+                            victims.append(evicted.pipeline)
+                        continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise EngineTimeout(
+                        f"all {self.max_pipelines} Apertium pipelines stayed busy for {timeout:g} s; retry, "
+                        "or raise DRAGOMAN_APERTIUM_MAX_PIPELINES"
+                    )
+                self._cond.wait(remaining)
+        for victim in victims:
+            victim.close(grace=1.0)
+        try:
+            pipeline = start()
+        except BaseException:
+            with self._cond:
+                if self._slots.get(owner) is slot:
+                    del self._slots[owner]
+                self._cond.notify_all()
+            raise
+        with self._cond:
+            slot.pipeline, slot.last_used = pipeline, self._clock()
+        self._start_reaper()
+        return slot
+
+    def discard(self, owner: object, *, kill: bool = True) -> None:
+        """Forget ``owner``'s pipeline and stop it (``kill``: at once; else close it gracefully)."""
+        with self._cond:
+            slot = self._slots.pop(owner, None)
+            self._cond.notify_all()
+        if slot is not None and slot.pipeline is not None:
+            if kill:
+                slot.pipeline.kill()
+            else:
+                slot.pipeline.close()
+
+    def drop(self, owner: object, pipeline: Pipeline) -> None:
+        """Take ``pipeline`` out of the pool (it failed); the caller stops it. Used inside :meth:`use`."""
+        with self._cond:
+            slot = self._slots.get(owner)
+            if slot is not None and slot.pipeline is pipeline:
+                slot.pipeline = None  # restarted by the next use; the slot stays the owner's until released
+
+    def pids(self, owner: object) -> tuple[int, ...]:
+        with self._cond:
+            slot = self._slots.get(owner)
+            return slot.pipeline.pids if slot is not None and slot.pipeline is not None else ()
+
+    def all_pids(self) -> tuple[int, ...]:
+        """Process ids of every running stage of every pipeline."""
+        with self._cond:
+            return tuple(p for s in self._slots.values() if s.pipeline is not None for p in s.pipeline.pids)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return sum(1 for s in self._slots.values() if s.pipeline is not None)
+
+    def evict_idle(self) -> int:
+        """Close the pipelines unused for ``idle_seconds`` (the reaper calls this); how many were closed."""
+        if not self.idle_seconds:
+            return 0
+        now = self._clock()
+        with self._cond:
+            owners = [
+                k
+                for k, s in self._slots.items()
+                if not s.busy and s.pipeline is not None and now - s.last_used >= self.idle_seconds
+            ]
+            victims = [self._slots.pop(k).pipeline for k in owners]
+            self._cond.notify_all()
+        for victim in victims:
+            assert victim is not None
+            log.info("closing Apertium pipeline %s: unused for %.0f s", victim.name, self.idle_seconds)
+            victim.close(grace=1.0)
+        return len(victims)
+
+    def close(self) -> None:
+        """Stop every pipeline (in use or not: the engine is shutting down) and the reaper."""
+        with self._cond:
+            self._closed = True
+            slots = list(self._slots.values())
+            self._slots.clear()
+            self._cond.notify_all()
+            reaper, self._reaper = self._reaper, None
+        self._stop.set()
+        for slot in slots:
+            if slot.pipeline is not None:
+                slot.pipeline.close(grace=1.0)
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join(timeout=5)
+
+    def _start_reaper(self) -> None:
+        if not self.idle_seconds:
+            return
+        with self._cond:
+            if self._closed or (self._reaper is not None and self._reaper.is_alive()):
+                return
+            self._reaper = threading.Thread(
+                target=_reap,
+                args=(weakref.ref(self), self._stop, self._reap_every),
+                name="dragoman-apertium-reaper",
+                daemon=True,
+            )
+            self._reaper.start()
+
+
+def _reap(ref: weakref.ReferenceType[PipelinePool], stop: threading.Event, every: float) -> None:
+    """The reaper thread: close idle pipelines every ``every`` seconds until stopped or the pool is gone."""
+    while not stop.wait(every):
+        pool = ref()
+        if pool is None:
+            return
+        try:
+            pool.evict_idle()
+        except Exception:
+            log.exception("closing idle Apertium pipelines failed")
+        del pool

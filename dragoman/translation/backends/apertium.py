@@ -48,7 +48,7 @@ from dragoman.errors import (
 from dragoman.languages.catalogue import resolve
 from dragoman.probes import Refreshing, mtime, run_program
 from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
-from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Pipeline, kill_all
+from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Pipeline, PipelinePool
 from dragoman.translation.types import BatchOutput, Pieces, Protected
 
 log = logging.getLogger("dragoman.translation.apertium")
@@ -303,26 +303,43 @@ def reformat(raw: str, *, collapse_spaces: bool = False) -> ApertiumOutput:
     return ApertiumOutput("".join(parts), tuple(unknown))
 
 
-class ApertiumBackend:
-    """One Apertium mode behind a warm pipeline; one request at a time, restarted when it dies."""
+class _Owner:
+    """A backend's key in the pipeline pool (not the backend itself, which the pool must not keep alive)."""
 
-    def __init__(self, mode: ApertiumMode, *, timeout: float = DEFAULT_TIMEOUT, start: bool = True) -> None:
+
+class ApertiumBackend:
+    """One Apertium mode behind a warm pipeline; one request at a time, restarted when it dies.
+
+    The pipeline lives in ``pool`` (a :class:`PipelinePool` shared by an engine's Apertium backends, which
+    bounds how many run and closes idle ones); without one, the backend has a pool of its own holding one
+    pipeline. A pipeline closed by the pool starts again at the next call.
+    """
+
+    def __init__(
+        self,
+        mode: ApertiumMode,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        start: bool = True,
+        pool: PipelinePool | None = None,
+    ) -> None:
         self.mode = mode
         self.pack_id = mode.pack_id
         self.timeout = timeout
         self._commands = mode_commands(mode.path)
         self._lock = threading.Lock()
-        self._holder: list[Pipeline] = []  # the running pipeline, if any
+        self._pool = pool if pool is not None else PipelinePool(max_pipelines=1)
+        self._owner = _Owner()
         self._closed = False
-        self._finalizer = weakref.finalize(self, kill_all, self._holder)
+        self._finalizer = weakref.finalize(self, self._pool.discard, self._owner)
         if start:
-            with self._lock:
-                self._pipeline()
+            with self._lock, self._pool.use(self._owner, self._start, self.timeout):
+                pass
 
     @property
     def pids(self) -> tuple[int, ...]:
         """Process ids of the running stages (empty when none runs)."""
-        return self._holder[0].pids if self._holder else ()
+        return self._pool.pids(self._owner)
 
     def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
         """The translations, and ``unknown_words`` in the notes: how many words were left untranslated."""
@@ -369,15 +386,9 @@ class ApertiumBackend:
             outputs.append(ApertiumOutput(prep.lead + out.text + prep.trail, out.unknown_words))
         return outputs
 
-    def _pipeline(self) -> Pipeline:
-        if self._holder and self._holder[0].alive():
-            return self._holder[0]
-        if self._holder:
-            log.warning("Apertium %s: a stage died (%s); restarting", self.pack_id, self._holder[0].failure())
-            self._holder.pop().kill()
+    def _start(self) -> Pipeline:
         log.debug("starting Apertium pipeline %s from %s", self.pack_id, self.mode.path)
-        self._holder.append(Pipeline(self._commands, self.mode.name))
-        return self._holder[0]
+        return Pipeline(self._commands, self.mode.name)
 
     def _run(self, blocks: list[bytes]) -> list[bytes]:
         if not blocks:
@@ -387,20 +398,20 @@ class ApertiumBackend:
                 raise BackendError(f"Apertium backend {self.pack_id} is closed; load the pack again")
             problem = ""
             for _attempt in range(2):
-                pipe = self._pipeline()
-                try:
-                    return pipe.exchange(blocks, self.timeout)
-                except PipelineStuck:
-                    self._holder.clear()
-                    pipe.kill()
-                    raise EngineTimeout(
-                        f"Apertium {self.pack_id} returned nothing for {self.timeout:g} s; its pipeline was "
-                        "killed and restarts on the next call; retry with shorter segments"
-                    ) from None
-                except PipelineBroken as exc:
-                    self._holder.clear()
-                    problem = f"{exc}: {pipe.failure()}"
-                    log.warning("Apertium %s failed (%s); restarting", self.pack_id, problem)
+                with self._pool.use(self._owner, self._start, self.timeout) as pipe:
+                    try:
+                        return pipe.exchange(blocks, self.timeout)
+                    except PipelineStuck:
+                        self._pool.drop(self._owner, pipe)
+                        pipe.kill()
+                        raise EngineTimeout(
+                            f"Apertium {self.pack_id} returned nothing for {self.timeout:g} s; its pipeline "
+                            "was killed and restarts on the next call; retry with shorter segments"
+                        ) from None
+                    except PipelineBroken as exc:
+                        self._pool.drop(self._owner, pipe)
+                        problem = f"{exc}: {pipe.failure()}"
+                        log.warning("Apertium %s failed (%s); restarting", self.pack_id, problem)
             raise BackendError(
                 f"Apertium pipeline {self.pack_id} failed twice ({problem}); check that `apertium "
                 f"{self.mode.name}` works in a shell, or {INSTALL_HINT}"
@@ -410,6 +421,5 @@ class ApertiumBackend:
         """Stop the pipeline's processes; later calls raise BackendError."""
         with self._lock:
             self._closed = True
-            while self._holder:
-                self._holder.pop().close()
+            self._pool.discard(self._owner, kill=False)
         self._finalizer.detach()
