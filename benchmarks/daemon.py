@@ -1,15 +1,17 @@
 """Load on the local daemon from a second process, next to the engine's in-process rate, in one run.
 
-    .venv/bin/python benchmarks/daemon.py                      # Apertium eng->spa, 1/8/32 clients, 5 s each
-    .venv/bin/python benchmarks/daemon.py --pack tiny --seconds 10
+    .venv/bin/python benchmarks/daemon.py                      # Apertium eng->spa, 1/8/32 clients
+    .venv/bin/python benchmarks/daemon.py --pack tiny --rounds 9 --seconds 2
     .venv/bin/python benchmarks/daemon.py --libretranslate http://127.0.0.1:5000   # the same load on LT
+    .venv/bin/python benchmarks/daemon.py --quick              # a smoke run: 1 and 8 clients, short rounds
 
 The daemon runs as ``dragoman serve --port 0`` in a subprocess (its port read from its PID/port file);
 this process is the client: N asyncio workers, each with one keep-alive connection, send short single
 texts for a fixed time. The in-process rate is ``Engine.translate`` on N threads of this process, same
-texts, same time. The two alternate in ``--rounds`` slices of the row's time, so that other load on the
-machine weighs on both alike; overhead = 1 - http_rate / in_process_rate of each pair of slices, and the row
-shows the median over the pairs and their range. CPU per request is measured too:
+texts, same time. Per row, the sides alternate round by round (in-process, HTTP[, LibreTranslate],
+in-process, HTTP, ...), each a sample of ``--seconds``, so that other load on the machine weighs on all
+alike; rates are medians with their min-max, overhead = 1 - http_rate / in_process_rate of each round's
+pair, shown as the median over the rounds with their range. CPU per request is measured too:
 the engine's in this process, the daemon's (engine plus HTTP path; Apertium's processes excluded from
 both) and the client's; the daemon's minus the in-process one is what the HTTP path costs, whatever the
 machine's load. The header line says which HTTP parser and event loop uvicorn picks in this environment
@@ -18,17 +20,16 @@ translations) or ``tiny`` (a tiny CTranslate2 pack en->de built in a temporary d
 read or written (temporary packs, glossary and state directories).
 
 With ``--libretranslate URL`` the same client load also goes to a LibreTranslate server the user started on
-the same Argos pack (``POST /translate {"q", "source", "target"}``); its rate is printed beside ours.
+the same Argos pack (``POST /translate {"q", "source", "target"}``), as a third side of every round; its
+rate and our HTTP rate's ratio to it are printed beside ours.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import _harness as harness
 import httpx
 
 TEXTS = [
@@ -218,22 +220,26 @@ def start_daemon(env: dict[str, str], workers: int) -> tuple[subprocess.Popen[by
         time.sleep(0.05)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, rounds=7, quick_rounds=2)
     parser.add_argument("--pack", choices=["apertium", "tiny"], default="apertium")
-    parser.add_argument("--clients", default="1,8,32", help="comma-separated client counts")
-    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per measurement")
     parser.add_argument(
-        "--rounds", type=int, default=5, help="alternating in-process/HTTP slices the seconds are cut into"
+        "--clients", default=None, help="comma-separated client counts (1,8,32; 1,8 with --quick)"
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="seconds of one side's sample in a round (1; 0.3 with --quick)",
     )
     parser.add_argument(
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="daemon engine threads"
     )
     parser.add_argument("--libretranslate", metavar="URL", help="also load a running LibreTranslate server")
-    args = parser.parse_args()
-    counts = [int(c) for c in args.clients.split(",")]
+    args = parser.parse_args(argv)
+    rounds = harness.rounds_of(args)
+    step = args.seconds or (0.3 if args.quick else 1.0)
+    counts = [int(c) for c in (args.clients or ("1,8" if args.quick else "1,8,32")).split(",")]
 
     from dragoman.settings import Settings
     from dragoman.testing.tinypack import build_argos_pack
@@ -259,15 +265,17 @@ def main() -> int:
     def body(text: str) -> dict[str, object]:
         return {"text": text, "source": source, "target": target}
 
+    def lt_body(text: str) -> dict[str, object]:
+        return {"q": text, "source": source, "target": target, "format": "text"}
+
     print(
-        f"pack {args.pack} ({source}->{target}), {args.seconds:g} s per row, daemon workers {args.workers}, "
-        f"{os.cpu_count()} CPUs, texts of {min(map(len, TEXTS))}-{max(map(len, TEXTS))} characters, "
-        f"{args.rounds} alternating rounds; uvicorn with "
+        f"pack {args.pack} ({source}->{target}), {rounds} alternated rounds of {step:g} s per side and row, "
+        f"daemon workers {args.workers}, {os.cpu_count()} CPUs, texts of "
+        f"{min(map(len, TEXTS))}-{max(map(len, TEXTS))} characters; uvicorn with "
         f"{'httptools' if importlib.util.find_spec('httptools') else 'h11'} and "
         f"{'uvloop' if importlib.util.find_spec('uvloop') else 'asyncio'}"
     )
     proc, url = start_daemon(env, args.workers)
-    rows: list[tuple[int, Result, Result, Result | None, float, list[float]]] = []
     try:
         with Engine(settings) as engine:
 
@@ -276,59 +284,70 @@ def main() -> int:
 
             in_process(call, 2, 1.0)  # warm-up: load the pack, start pipelines
             asyncio.run(over_http(url, 2, 1.0, body, {}))
-            step = args.seconds / args.rounds
-            for clients in counts:
+
+            def row(clients: int) -> tuple[int, Result, Result, Result | None, float, harness.Rounds]:
                 locals_: list[Result] = []
                 remotes: list[Result] = []
+                peers: list[Result] = []
                 client_cpu = 0.0
-                for _ in range(args.rounds):
+
+                def local_side() -> float:
                     cpu0 = time.process_time()
                     locals_.append(in_process(call, clients, step))
                     locals_[-1].cpu = time.process_time() - cpu0
+                    return locals_[-1].rate
+
+                def http_side() -> float:
+                    nonlocal client_cpu
                     daemon0, cpu0 = cpu_seconds(proc.pid), time.process_time()
                     remotes.append(asyncio.run(over_http(url, clients, step, body, {})))
                     remotes[-1].cpu = cpu_seconds(proc.pid) - daemon0
                     client_cpu += time.process_time() - cpu0
+                    return remotes[-1].rate
+
+                def lt_side() -> float:
+                    peers.append(asyncio.run(over_http(args.libretranslate, clients, step, lt_body, {})))
+                    return peers[-1].rate
+
+                sides: dict[str, Callable[[], float]] = {"in-process": local_side, "http": http_side}
+                if args.libretranslate:
+                    sides["libretranslate"] = lt_side
+                times = harness.alternate_measured(sides, rounds)
                 local, remote = Result.merge(locals_), Result.merge(remotes)
                 client_ms = client_cpu / remote.done * 1000 if remote.done else float("nan")
-                lt = None
-                if args.libretranslate:
-                    lt = asyncio.run(
-                        over_http(
-                            args.libretranslate,
-                            clients,
-                            args.seconds,
-                            lambda t: {"q": t, "source": source, "target": target, "format": "text"},
-                            {},
-                        )
-                    )
-                pairs = [1 - r.rate / loc.rate for loc, r in zip(locals_, remotes, strict=True) if loc.rate]
-                rows.append((clients, local, remote, lt, client_ms, pairs))
+                return clients, local, remote, Result.merge(peers) if peers else None, client_ms, times
+
+            rows = [row(clients) for clients in counts]
     finally:
         proc.terminate()
         proc.wait(30)
 
+    print("rates: median (min-max) of the rounds; overhead: median (range) of the rounds' own pairs")
     print(
-        f"{'clients':>7} | {'in-process req/s':>16} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms/req':>10} | "
-        f"{'HTTP req/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} {'daemon CPU ms/req':>17} "
+        f"{'clients':>7} | {'in-process req/s':>22} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms/req':>10} | "
+        f"{'HTTP req/s':>22} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} {'daemon CPU ms/req':>17} "
         f"{'client CPU ms/req':>17} | {'overhead (range)':>18} {'HTTP path CPU ms/req':>20}"
-        + (" | LibreTranslate req/s p50 p99" if args.libretranslate else "")
+        + (" | LibreTranslate req/s p50 p99, ours/LT" if args.libretranslate else "")
     )
-    for clients, local, remote, lt, client_ms, pairs in rows:
-        overhead = statistics.median(pairs) * 100 if pairs else float("nan")
-        spread = f"({min(pairs) * 100:.0f}..{max(pairs) * 100:.0f})" if pairs else ""
+    for clients, local, remote, lt, client_ms, times in rows:
+        overhead = times.paired("http", "in-process", lambda h, loc: 1 - h / loc if loc else float("nan"))
         line = (
-            f"{clients:>7} | {local.rate:>16.1f} {local.p50:>7.1f} {local.p99:>7.1f} {local.cpu_ms:>10.2f} | "
-            f"{remote.rate:>10.1f} {remote.p50:>7.1f} {remote.p99:>7.1f} {remote.errors:>6} "
-            f"{remote.cpu_ms:>17.2f} {client_ms:>17.2f} | {overhead:>7.1f}% {spread:>10} "
-            f"{remote.cpu_ms - local.cpu_ms:>20.2f}"
+            f"{clients:>7} | {times.spread('in-process').text('.1f'):>22} {local.p50:>7.1f} "
+            f"{local.p99:>7.1f} {local.cpu_ms:>10.2f} | {times.spread('http').text('.1f'):>22} "
+            f"{remote.p50:>7.1f} {remote.p99:>7.1f} {remote.errors:>6} {remote.cpu_ms:>17.2f} "
+            f"{client_ms:>17.2f} | "
+            f"{overhead.scaled(100).text('.0f', '%'):>18} {remote.cpu_ms - local.cpu_ms:>20.2f}"
         )
         if lt is not None:
-            line += f" | {lt.rate:>10.1f} {lt.p50:>7.1f} {lt.p99:>7.1f} ({lt.errors} errors)"
+            line += (
+                f" | {times.spread('libretranslate').text('.1f')} {lt.p50:.1f} {lt.p99:.1f} "
+                f"({lt.errors} errors), {harness.ratio_text(times.ratio('http', 'libretranslate'))}"
+            )
         print(line)
-    eight = [r for r in rows if r[0] == 8 and r[5]]
+    eight = [r[5] for r in rows if r[0] == 8]
     if eight:
-        verdict = "met" if statistics.median(eight[0][5]) < 0.2 else "NOT met"
+        overhead = eight[0].paired("http", "in-process", lambda h, loc: 1 - h / loc if loc else float("nan"))
+        verdict = "met" if overhead.median < 0.2 else "NOT met"
         print(f"target (HTTP overhead < 20% at 8 clients, median of paired rounds): {verdict}")
     return 0
 

@@ -6,21 +6,24 @@
    the translator and decoding options dragoman's backend uses (target: dragoman within 10% of raw
    CTranslate2), and vs translating the same texts one call at a time (target: the batch at least 5x
    faster). Raw CTranslate2 one call per text is timed too: what is left between it and dragoman's one
-   call per text is dragoman's per-call overhead. The four are timed interleaved, medians reported.
+   call per text is dragoman's per-call overhead. The four alternate round by round.
 2. The first call (pack load included) vs the second (pack loaded once).
 3. Detection calls per second.
 4. Apertium through the engine: one short sentence on a warm pipeline (target: under 10 ms) and a batch of
    lines vs one plain ``apertium eng-spa`` process over the same lines (target: at least 90% of it).
 
+Every comparison alternates its sides round by round (A B C D A B C D ...) and prints medians with their
+min-max; a ratio is the median of the rounds' own ratios, with their range.
+
 Run: ``.venv/bin/python benchmarks/engine.py`` (about two minutes; the base-size pack takes most of it).
-``--sizes tiny`` skips the base size; ``--repeat N`` sets how many interleaved rounds are timed.
+``--sizes tiny`` skips the base size; ``--rounds N`` sets how many alternated rounds are timed; ``--quick``
+is a smoke run (tiny pack, few rounds, 200 Apertium lines).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import _harness as harness
 import ctranslate2
 import sentencepiece as spm
 
@@ -54,42 +58,9 @@ def sentences(n: int) -> list[str]:
     return out
 
 
-def best_of(fn: Callable[[], object], repeat: int = 7) -> float:
-    """The median of ``repeat`` timed runs, in seconds."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def rounds(fns: Sequence[Callable[[], object]], repeat: int = 9) -> list[list[float]]:
-    """Times of ``fns`` run in turn, round after round (every other round in reverse order), so that all
-    see the same machine load: ``result[round][i]`` is the time of ``fns[i]`` in that round."""
-    out: list[list[float]] = []
-    for r in range(repeat):
-        spent = [0.0] * len(fns)
-        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
-        for i in order:
-            start = time.perf_counter()
-            fns[i]()
-            spent[i] = time.perf_counter() - start
-        out.append(spent)
-    return out
-
-
-def ratio(times: list[list[float]], a: int, b: int) -> float:
-    """The median over rounds of time ``a`` / time ``b``: each round's pair saw the same load."""
-    return statistics.median(t[a] / t[b] for t in times)
-
-
-def spread(times: list[list[float]], a: int, b: int) -> str:
-    """The middle half of the per-round ratios ``a`` / ``b`` (the noise of the machine), as percents."""
-    if len(times) < 4:
-        return "too few rounds for a spread"
-    low, _, high = statistics.quantiles([t[a] / t[b] for t in times], n=4)
-    return f"middle half of rounds {low:.0%}-{high:.0%}"
+def spread_of(fn: Callable[[], object], repeat: int) -> harness.Spread:
+    """Seconds of ``repeat`` runs of ``fn`` (a figure on its own, nothing to alternate with)."""
+    return harness.alternate({"only": fn}, repeat).spread("only")
 
 
 class RawCTranslate2:
@@ -153,10 +124,10 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
         t0 = time.perf_counter()
         engine.translate(texts[0], TranslateOptions("es", source="en"))
         first = time.perf_counter() - t0
-        second = best_of(lambda: engine.translate(texts[0], TranslateOptions("es", source="en")), repeat)
+        second = spread_of(lambda: engine.translate(texts[0], TranslateOptions("es", source="en")), repeat)
         print(
-            f"first call (loads the pack): {first * 1000:.1f} ms; second call: {second * 1000:.2f} ms "
-            f"({first / second:.0f}x)"
+            f"first call (loads the pack): {first * 1000:.1f} ms; second call: "
+            f"{second.scaled(1000).text('.2f', ' ms')} ({first / second.median:.0f}x)"
         )
         backend = engine.pack_cache.backend("argos-en-es")
         assert isinstance(backend, CTranslate2Backend)
@@ -184,49 +155,48 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
             for text in texts:
                 engine.translate(text, TranslateOptions("es", source="en"))
 
-        batch()  # warm up
-        raw_single()
-        times = rounds([raw_batch, batch, raw_single, single], repeat)
-        t_raw, t_batch, t_raw_single, t_single = (statistics.median(c) for c in zip(*times, strict=True))
+        times = harness.alternate(
+            {"raw batch": raw_batch, "batch": batch, "raw single": raw_single, "single": single},
+            repeat,
+            warmup=1,
+        )
         n = len(texts)
+
+        def rate(name: str) -> str:
+            return times.spread(name).inverse(n).text(".1f", " texts/s")
+
+        print(f"{repeat} alternated rounds (raw batch, batch, raw single, single); median (min-max)")
         print(
-            f"batch of {n}: raw CTranslate2 {n / t_raw:.1f} texts/s, dragoman {n / t_batch:.1f} texts/s "
-            f"-> dragoman at {ratio(times, 0, 1):.0%} of raw ({spread(times, 0, 1)}; target >= 90%)"
+            f"batch of {n}: raw CTranslate2 {rate('raw batch')}, dragoman {rate('batch')} -> dragoman at "
+            f"{harness.ratio_text(times.ratio('raw batch', 'batch'), percent=True)} of raw (target >= 90%)"
         )
-        overhead = statistics.median((t[3] - t[2]) / n for t in times)
         print(
-            f"one call per text: raw CTranslate2 {n / t_raw_single:.1f} texts/s, dragoman "
-            f"{n / t_single:.1f} texts/s -> dragoman's batch is {ratio(times, 3, 1):.1f}x faster (target "
-            f">= 5x; raw CTranslate2's own batch gain: {ratio(times, 2, 0):.1f}x)"
+            f"one call per text: raw CTranslate2 {rate('raw single')}, dragoman {rate('single')} -> "
+            f"dragoman's batch {harness.ratio_text(times.ratio('single', 'batch'))} faster (target >= 5x; "
+            f"raw CTranslate2's own batch gain {harness.ratio_text(times.ratio('raw single', 'raw batch'))})"
         )
+        overhead = times.difference("single", "raw single").scaled(1000 / n)
+        share = times.ratio("single", "raw single")
         print(
-            f"dragoman per call over raw CTranslate2: {overhead * 1000:+.2f} ms "
-            f"({ratio(times, 3, 2) - 1:+.1%} of a call; {repeat} rounds, medians of per-round ratios)"
+            f"dragoman per call over raw CTranslate2: {overhead.text('+.2f', ' ms')}; "
+            f"{share.median - 1:+.1%} of a call (rounds {share.low - 1:+.1%} to {share.high - 1:+.1%})"
         )
         if detection:
             sample = sentences(200)
             engine.detect(sample[0])
-            t_detect = best_of(lambda: [engine.detect(s) for s in sample], repeat=5)
-            print(f"detection: {len(sample) / t_detect:,.0f} calls/s (short sentences)")
+            t_detect = spread_of(lambda: [engine.detect(s) for s in sample], repeat=5)
+            print(f"detection: {t_detect.inverse(len(sample)).text(',.0f', ' calls/s')} (short sentences)")
 
 
-def bench_apertium(root: Path) -> None:
+def bench_apertium(root: Path, rounds: int, count: int) -> None:
     if shutil.which("apertium") is None or not Path("/usr/share/apertium/modes/eng-spa.mode").is_file():
         print("apertium: not installed (apt-get install apertium apertium-eng-spa); skipped")
         return
     settings = Settings.from_env(
         {"DRAGOMAN_PACKS_DIR": str(root / "none"), "DRAGOMAN_GLOSSARY": str(root / "glossary.json")}
     )
-    lines = sentences(1000)
-    print("== apertium")
-    with Engine(settings) as engine:
-        engine.translate("Warm up.", TranslateOptions("es", source="en"))
-        latency = best_of(
-            lambda: engine.translate("The house is red.", TranslateOptions("es", source="en")), repeat=51
-        )
-        print(f"apertium warm pipeline, one short sentence: {latency * 1000:.2f} ms (target < 10 ms)")
-        text = "\n".join(lines)
-        t_engine = best_of(lambda: engine.translate(text, TranslateOptions("es", source="en")), repeat=3)
+    lines = harness.unique_sentences(count)  # distinct: the engine translates a repeated segment once
+    text = "\n".join(lines)
     source = root / "lines.txt"
     source.write_text(text + "\n", encoding="utf-8")
 
@@ -234,26 +204,51 @@ def bench_apertium(root: Path) -> None:
         with source.open("rb") as handle:
             subprocess.run(["apertium", "-u", "eng-spa"], stdin=handle, stdout=subprocess.DEVNULL, check=True)
 
-    t_plain = best_of(plain, repeat=3)
+    print(f"== apertium ({len(lines)} distinct lines, {rounds} alternated rounds: dragoman, plain)")
+    with Engine(settings) as engine:
+        engine.translate("Warm up.", TranslateOptions("es", source="en"))
+        latency = spread_of(
+            lambda: engine.translate("The house is red.", TranslateOptions("es", source="en")), repeat=51
+        )
+        latency_text = latency.scaled(1000).text(".2f", " ms")
+        print(f"apertium warm pipeline, one short sentence: {latency_text} (target < 10 ms)")
+        times = harness.alternate(
+            {"dragoman": lambda: engine.translate(text, TranslateOptions("es", source="en")), "plain": plain},
+            rounds,
+            warmup=1,
+        )
+    n = len(lines)
+    plain_rate = times.spread("plain").inverse(n).text(".0f", " lines/s")
     print(
-        f"apertium {len(lines)} lines: plain `apertium eng-spa` {len(lines) / t_plain:.0f} lines/s, dragoman "
-        f"{len(lines) / t_engine:.0f} lines/s -> {t_plain / t_engine:.0%} of plain (target >= 90%)"
+        f"apertium {n} lines: plain `apertium eng-spa` {plain_rate}, "
+        f"dragoman {times.spread('dragoman').inverse(n).text('.0f', ' lines/s')} -> "
+        f"{harness.ratio_text(times.ratio('plain', 'dragoman'), percent=True)} of plain (target >= 90%)"
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="tiny,base", help="comma-separated pack sizes (tiny, base)")
-    parser.add_argument("--repeat", type=int, default=0, help="interleaved rounds (default: 21 tiny, 3 base)")
+    parser = harness.parser(
+        __doc__,
+        rounds=0,
+        quick_rounds=3,
+        rounds_help="alternated rounds timed (default: 21 tiny, 3 base, 5 Apertium; 3 with --quick)",
+    )
+    parser.add_argument(
+        "--sizes", default=None, help="comma-separated pack sizes (tiny, base; tiny with --quick)"
+    )
+    parser.add_argument("--repeat", type=int, dest="rounds", help=argparse.SUPPRESS)  # the old spelling
     parser.add_argument("--no-apertium", action="store_true", help="skip the Apertium figures")
     args = parser.parse_args(argv)
-    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    chosen = harness.rounds_of(args)  # 0: each part's default
+    sizes = [
+        s.strip() for s in (args.sizes or ("tiny" if args.quick else "tiny,base")).split(",") if s.strip()
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for i, size in enumerate(sizes):
-            bench_ctranslate2(root, size, args.repeat or ROUNDS.get(size, 3), detection=i == 0)
+            bench_ctranslate2(root, size, chosen or ROUNDS.get(size, 3), detection=i == 0)
         if not args.no_apertium:
-            bench_apertium(root)
+            bench_apertium(root, chosen or 5, 200 if args.quick else 1000)
     return 0
 
 

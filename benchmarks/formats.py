@@ -4,39 +4,39 @@
 alone spends on the same texts; the difference is the format layer's cost (target: under 25% of the
 engine's time).
 
-Each ``bench_*`` function builds its 50-page document in code, translates it once to warm up (imports,
-the Apertium pipeline), then, :data:`ROUNDS` times, times
-:func:`dragoman.pipelines.translate_file.translate_file` and, just after it, the engine alone on the texts
-the handler sent, in the same passes. The overhead is the median of the rounds' own ratios (each end to end
-against the engine alone beside it, so that a change of load on a shared machine between rounds cancels
-out), with their range; pages per second are the best rounds'. ``main`` runs every
-``bench_*(engine, folder)`` function defined here (or those named with ``--only``); each builds its
-document in ``folder`` and calls :func:`measure`.
+Each ``bench_*`` function builds its 50-page document in code and calls :func:`measure`, which runs three
+sides alternately, round after round (a first round warms up: imports, the Apertium pipeline):
+:func:`dragoman.pipelines.translate_file.translate_file` end to end, the engine alone on the texts the
+handler sent (in the same passes), and the format layer alone (below). The overhead is the median of the
+rounds' own ratios (each end to end against the engine alone beside it, so that a change of load on a
+shared machine between rounds cancels out), with their range; pages per second are medians with their
+min-max. ``main`` runs every ``bench_*(engine, folder)`` function defined here (or those named with
+``--only``); each builds its document in ``folder``.
 
-The format layer's work is also timed alone, its translations replayed without the engine (best of
-:data:`ROUNDS`): the cost the overhead would be if none of it overlapped the engine's (the PDF handler lays
-out one group of pages while the next is translated). It moves less with the load of a shared machine than
-the overhead does. ``--profile`` prints where that time goes (cProfile of every thread the handler runs,
-the functions with the most time of their own).
+The format layer's work is also timed alone, its translations replayed without the engine: the cost the
+overhead would be if none of it overlapped the engine's (the PDF handler lays out one group of pages while
+the next is translated). It moves less with the load of a shared machine than the overhead does.
+``--profile`` prints where that time goes (cProfile of every thread the handler runs, the functions with
+the most time of their own).
 
 Run: ``.venv/bin/python benchmarks/formats.py`` (about a minute; needs apertium and apertium-eng-spa);
-``--help`` for the options.
+``--quick`` is a smoke run (10 pages, 2 rounds); ``--help`` for the options.
 """
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import os
 import pstats
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import _harness as harness
 
 from dragoman.documents import handlers
 from dragoman.pipelines import translate_file as files
@@ -113,37 +113,47 @@ def measure(name: str, engine: Engine, document: Path, pages: int) -> None:
         translations.update(zip(texts, out, strict=True))
         return out
 
-    ends, alones, formats = [], [], []
+    def end_to_end() -> float:
+        for path in document.parent.glob(f"{document.stem}.es.*"):
+            path.unlink()
+        calls.clear()
+        start = time.perf_counter()
+        files.translate_file(engine, document, "es", source="en")
+        return time.perf_counter() - start
+
     files.EngineTextTranslator.__call__ = recording  # type: ignore[method-assign]
     try:
-        for round_ in range(ROUNDS + 1):  # round 0 warms up
-            for path in document.parent.glob(f"{document.stem}.es.*"):
-                path.unlink()
-            calls.clear()
-            start = time.perf_counter()
-            files.translate_file(engine, document, "es", source="en")
-            end = time.perf_counter() - start
-            alone = engine_alone(engine, calls)
-            replayed = format_alone(document, translations)
-            if round_:
-                ends.append(end)
-                alones.append(alone)
-                formats.append(replayed)
+        times = harness.alternate_measured(
+            {
+                "end to end": end_to_end,
+                "engine alone": lambda: engine_alone(engine, calls),
+                "format alone": lambda: format_alone(document, translations),
+            },
+            ROUNDS,
+            warmup=1,
+        )
     finally:
         files.EngineTextTranslator.__call__ = original_call  # type: ignore[method-assign]
-    end, alone, replayed = min(ends), min(alones), min(formats)
-    overheads = sorted((e - a) / a for e, a in zip(ends, alones, strict=True))
+    overhead = times.paired("end to end", "engine alone", lambda e, a: (e - a) / a)
+    replayed = times.ratio("format alone", "engine alone")
     texts = [t for call in calls for t in call]
     characters = sum(map(len, texts))
-    print(f"{name}: {pages} pages, {len(texts)} texts in {len(calls)} call(s), {characters} characters")
-    print(f"  end to end (translate_file), best round: {end:.3f} s = {pages / end:.1f} pages/s")
-    print(f"  engine alone, same calls, best round:     {alone:.3f} s = {pages / alone:.1f} pages/s")
     print(
-        f"  format layer overhead: {statistics.median(overheads):.0%} of the engine's time, median of "
-        f"{len(overheads)} rounds ({overheads[0]:.0%} to {overheads[-1]:.0%}) (target < 25%)"
+        f"{name}: {pages} pages, {len(texts)} texts in {len(calls)} call(s), {characters} characters; "
+        f"{ROUNDS} alternated rounds, median (min-max)"
     )
     print(
-        f"  format layer alone, translations replayed: {replayed:.3f} s = {replayed / alone:.0%} of the "
+        f"  end to end (translate_file): {times.spread('end to end').inverse(pages).text('.1f', ' pages/s')}"
+    )
+    print(
+        f"  engine alone, same calls: {times.spread('engine alone').inverse(pages).text('.1f', ' pages/s')}"
+    )
+    print(
+        f"  format layer overhead: {harness.ratio_text(overhead, percent=True)} of the engine's time "
+        "(target < 25%)"
+    )
+    print(
+        f"  format layer alone, translations replayed: {harness.ratio_text(replayed, percent=True)} of the "
         "engine's time (if none of it overlapped)"
     )
     if PROFILE_LINES:
@@ -211,7 +221,7 @@ def build_pdf(path: Path, pages: int = PAGES) -> Path:
 
 
 def bench_pdf(engine: Engine, tmp: Path) -> None:
-    measure("PDF", engine, build_pdf(tmp / "report.pdf"), PAGES)
+    measure("PDF", engine, build_pdf(tmp / "report.pdf", PAGES), PAGES)
 
 
 def build_docx(path: Path, pages: int = PAGES) -> Path:
@@ -240,21 +250,21 @@ def build_docx(path: Path, pages: int = PAGES) -> Path:
 
 
 def bench_docx(engine: Engine, tmp: Path) -> None:
-    measure("DOCX", engine, build_docx(tmp / "report.docx"), PAGES)
+    measure("DOCX", engine, build_docx(tmp / "report.docx", PAGES), PAGES)
 
 
-def main() -> None:
-    global ROUNDS, PROFILE_LINES
+def main(argv: Sequence[str] | None = None) -> None:
+    global ROUNDS, PROFILE_LINES, PAGES
     benches: dict[str, Callable[[Engine, Path], None]] = {
         name.removeprefix("bench_"): function
         for name, function in sorted(globals().items())
         if name.startswith("bench_") and callable(function)
     }
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = harness.parser(__doc__, rounds=ROUNDS, quick_rounds=2)
     parser.add_argument("--only", nargs="+", choices=sorted(benches), help="the formats to measure (all)")
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"timed rounds ({ROUNDS})")
+    parser.add_argument(
+        "--pages", type=int, default=None, help=f"pages per document ({PAGES}; 10 with --quick)"
+    )
     parser.add_argument(
         "--profile",
         type=int,
@@ -264,8 +274,9 @@ def main() -> None:
         metavar="LINES",
         help="print where the format layer's time goes (cProfile; 25 functions unless LINES is given)",
     )
-    args = parser.parse_args()
-    ROUNDS, PROFILE_LINES = max(1, args.rounds), args.profile
+    args = parser.parse_args(argv)
+    ROUNDS, PROFILE_LINES = harness.rounds_of(args), args.profile
+    PAGES = args.pages or (10 if args.quick else PAGES)
     if shutil.which("apertium") is None or not Path("/usr/share/apertium/modes/eng-spa.mode").is_file():
         sys.exit("needs Apertium eng-spa: sudo apt-get install apertium apertium-eng-spa")
     chosen = [benches[name] for name in args.only] if args.only else list(benches.values())

@@ -1,0 +1,277 @@
+"""The benchmarks' shared harness (alternation order, statistics; a fake clock) and every script's ``--help``.
+
+The scripts live in ``benchmarks/`` (not a package): the harness is loaded from its file, the scripts run
+as subprocesses, as ``make bench`` runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from support import needs_apertium
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "mcp.py")
+
+
+def _load_harness() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("_bench_harness", BENCHMARKS / "_harness.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+harness = _load_harness()
+
+
+class FakeClock:
+    """A clock that moves only when a side "works" for a given time."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def side(self, name: str, durations: list[float], log: list[str]) -> Callable[[], None]:
+        it: Iterator[float] = iter(durations)
+
+        def run() -> None:
+            log.append(name)
+            self.now += next(it)
+
+        return run
+
+
+def _run_script(script: str, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRAGOMAN_")}
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=BENCHMARKS.parent,
+    )
+
+
+# --- every script answers --help without running ------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_exits_at_once_without_running(script: str) -> None:
+    started = time.monotonic()
+    done = _run_script(script, "--help", timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: "), done.stdout[:200]
+    assert "--rounds" in done.stdout and "--quick" in done.stdout
+    # Nothing but the help: no measurement printed, nothing on stderr (a run would log or print figures).
+    assert done.stderr == ""
+    assert "alternated rounds of" not in done.stdout and "pages/s" not in done.stdout.split("options:")[-1]
+    assert time.monotonic() - started < 30  # a generous bound: a run takes far longer
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_use_the_shared_harness(script: str) -> None:
+    source = (BENCHMARKS / script).read_text(encoding="utf-8")
+    assert "import _harness as harness" in source
+    assert "harness.parser(" in source and "harness.rounds_of(" in source
+    assert "harness.alternate" in source
+
+
+def test_a_bad_rounds_option_is_refused() -> None:
+    done = _run_script("apertium.py", "--rounds", "0", timeout=60)
+    assert done.returncode != 0
+    assert "--rounds must be at least 1" in done.stderr
+
+
+# --- alternation -----------------------------------------------------------------------------------------
+
+
+def test_two_sides_alternate_round_by_round_and_warm_up_is_dropped() -> None:
+    clock, log = FakeClock(), list[str]()
+    sides = {
+        "A": clock.side("A", [9.0, 1.0, 2.0, 3.0], log),
+        "B": clock.side("B", [9.0, 2.0, 2.0, 4.0], log),
+    }
+    rounds = harness.alternate(sides, 3, warmup=1, clock=clock)
+    assert log == ["A", "B"] * 4
+    assert rounds.order == ("A", "B") * 4
+    assert rounds.names == ("A", "B")
+    assert len(rounds) == 3
+    assert rounds.of("A") == [1.0, 2.0, 3.0]  # the warm-up's 9 s are dropped
+    assert rounds.of("B") == [2.0, 2.0, 4.0]
+
+
+def test_three_sides_keep_their_order_every_round() -> None:
+    clock, log = FakeClock(), list[str]()
+    sides = {name: clock.side(name, [1.0] * 5, log) for name in ("x", "y", "z")}
+    rounds = harness.alternate(sides, 5, clock=clock)
+    assert log == ["x", "y", "z"] * 5
+    assert rounds.values == ((1.0, 1.0, 1.0),) * 5
+
+
+def test_measured_sides_give_their_own_figures() -> None:
+    log: list[str] = []
+    figures = {"fast": iter([10.0, 12.0, 11.0]), "slow": iter([5.0, 4.0, 6.0])}
+
+    def side(name: str) -> Callable[[], float]:
+        def run() -> float:
+            log.append(name)
+            return next(figures[name])
+
+        return run
+
+    rounds = harness.alternate_measured({"fast": side("fast"), "slow": side("slow")}, 3)
+    assert log == ["fast", "slow"] * 3
+    assert rounds.spread("fast") == harness.Spread(11.0, 10.0, 12.0, 3)
+    ratio = rounds.ratio("fast", "slow")
+    assert (ratio.median, ratio.low, ratio.high) == (2.0, 11.0 / 6.0, 3.0)
+
+
+def test_async_sides_alternate_one_at_a_time() -> None:
+    clock, log, running = FakeClock(), list[str](), list[str]()
+
+    def side(name: str, seconds: float) -> Callable[[], object]:
+        async def run() -> None:
+            running.append(name)
+            assert len(running) == 1, "two sides ran at once"
+            log.append(name)
+            await asyncio.sleep(0)
+            clock.now += seconds
+            running.remove(name)
+
+        return run
+
+    rounds = asyncio.run(harness.alternate_async({"A": side("A", 1.0), "B": side("B", 3.0)}, 2, clock=clock))
+    assert log == ["A", "B"] * 2
+    assert rounds.of("A") == [1.0, 1.0] and rounds.of("B") == [3.0, 3.0]
+
+
+def test_at_least_one_round() -> None:
+    with pytest.raises(ValueError, match="at least one round"):
+        harness.alternate({"A": lambda: None}, 0)
+    with pytest.raises(ValueError, match="at least one round"):
+        asyncio.run(harness.alternate_async({}, 0))
+
+
+# --- statistics ------------------------------------------------------------------------------------------
+
+
+def test_spread_is_median_min_max() -> None:
+    assert harness.Spread.of([3.0, 1.0, 2.0]) == harness.Spread(2.0, 1.0, 3.0, 3)
+    assert harness.Spread.of([4.0, 1.0, 2.0, 3.0]) == harness.Spread(2.5, 1.0, 4.0, 4)
+    assert harness.Spread.of([1.0, math.nan, 3.0]) == harness.Spread(2.0, 1.0, 3.0, 2)
+    empty = harness.Spread.of([])
+    assert empty.count == 0 and math.isnan(empty.median)
+    assert empty.text() == "n/a"
+
+
+def test_spread_transformations() -> None:
+    seconds = harness.Spread(0.5, 0.25, 1.0, 3)
+    assert seconds.scaled(1000) == harness.Spread(500.0, 250.0, 1000.0, 3)
+    assert seconds.scaled(-1) == harness.Spread(-0.5, -1.0, -0.25, 3)
+    # Seconds per run of 100 items to items per second: the slowest run is the lowest rate.
+    assert seconds.inverse(100) == harness.Spread(200.0, 100.0, 400.0, 3)
+    assert seconds.scaled(1000).text(".0f", " ms") == "500 ms (250-1000)"
+    assert harness.Spread(-1.0, -2.0, 1.0, 3).text(".1f") == "-1.0 (-2.0 to 1.0)"
+
+
+def test_ratio_is_paired_round_by_round() -> None:
+    # B is twice as slow as A in every round while the load moves between rounds: each round's pair says 2,
+    # so the ratio has no spread at all, though each side's own figures range over a factor of 4.
+    clock, log = FakeClock(), list[str]()
+    sides = {"A": clock.side("A", [1.0, 4.0, 1.5], log), "B": clock.side("B", [2.0, 8.0, 3.0], log)}
+    rounds = harness.alternate(sides, 3, clock=clock)
+    assert rounds.ratio("B", "A") == harness.Spread(2.0, 2.0, 2.0, 3)
+    assert rounds.difference("B", "A") == harness.Spread(1.5, 1.0, 4.0, 3)
+    assert rounds.spread("B") == harness.Spread(3.0, 2.0, 8.0, 3)
+    assert harness.ratio_text(rounds.ratio("B", "A")) == "2.00x (rounds 2.00-2.00x, n=3)"
+    assert harness.ratio_text(rounds.ratio("A", "B"), percent=True) == "50% (rounds 50%-50%, n=3)"
+
+
+def test_ratio_leaves_out_rounds_with_a_zero_denominator() -> None:
+    rounds = harness.Rounds(("a", "b"), ((1.0, 0.0), (3.0, 1.0), (4.0, 2.0)), ("a", "b") * 3)
+    assert rounds.ratio("a", "b") == harness.Spread(2.5, 2.0, 3.0, 2)
+    assert harness.ratio_text(harness.Rounds(("a", "b"), ((1.0, 0.0),), ("a", "b")).ratio("a", "b")) == "n/a"
+
+
+# --- options ---------------------------------------------------------------------------------------------
+
+
+def test_rounds_options() -> None:
+    parser = harness.parser("doc", rounds=7, quick_rounds=2)
+    assert harness.rounds_of(parser.parse_args([])) == 7
+    assert harness.rounds_of(parser.parse_args(["--quick"])) == 2
+    assert harness.rounds_of(parser.parse_args(["--quick", "--rounds", "4"])) == 4
+    with pytest.raises(SystemExit):
+        harness.rounds_of(parser.parse_args(["--rounds", "0"]))
+
+
+# --- the Apertium lines ----------------------------------------------------------------------------------
+
+
+def test_sentences_are_distinct_and_reproducible() -> None:
+    lines = harness.unique_sentences(1000)
+    assert len(lines) == len(set(lines)) == 1000
+    assert harness.unique_sentences(1000) == lines
+    every = harness.unique_sentences(3840)
+    assert len(set(every)) == 3840
+    with pytest.raises(ValueError):
+        harness.unique_sentences(3841)
+
+
+def test_repeated_lines_are_caught() -> None:
+    harness.assert_unique(["a", "b"])
+    with pytest.raises(AssertionError, match="1 of 3 lines are repeats"):
+        harness.assert_unique(["a", "b", "a"])
+
+
+# --- quick smoke runs (slow: they really translate) ------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_engine_quick_run() -> None:
+    done = _run_script("engine.py", "--quick", "--rounds", "1", "--no-apertium", timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "dragoman at" in done.stdout and "(rounds " in done.stdout
+
+
+@pytest.mark.slow
+@needs_apertium
+def test_apertium_quick_run() -> None:
+    done = _run_script("apertium.py", "--quick", "--lines", "50", timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "50 distinct lines" in done.stdout and "dragoman/plain throughput" in done.stdout
+
+
+@pytest.mark.slow
+def test_daemon_quick_run() -> None:
+    done = _run_script(
+        "daemon.py",
+        "--quick",
+        "--pack",
+        "tiny",
+        "--clients",
+        "1",
+        "--rounds",
+        "1",
+        "--workers",
+        "1",
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "target (HTTP overhead" not in done.stdout  # no row of 8 clients asked for
+    assert " | " in done.stdout.splitlines()[-1]
