@@ -219,6 +219,20 @@ class BodyTooLarge(GateRefusal):
     code = "body_too_large"
 
 
+class RequestTimeout(GateRefusal):
+    """A request's line and headers did not arrive within the front door's read deadline (slowloris)."""
+
+    status = 408
+    code = "request_timeout"
+
+
+class HeadersTooLarge(GateRefusal):
+    """A request line and headers over the front door's limit."""
+
+    status = 431
+    code = "headers_too_large"
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""

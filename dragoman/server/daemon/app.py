@@ -7,7 +7,8 @@ from the route table (:data:`ROUTES`) and the wire models of :mod:`dragoman.serv
 every answer is serialised. The gate, the engine pool (503 when saturated, 504 past the timeout), the body
 limit and the error handlers are those of :mod:`dragoman.server._http`. :func:`serve` runs the app under
 uvicorn on a loopback socket with a PID/port file (``dragoman.testing.daemon.BackgroundDaemon`` runs it in a
-thread, for tests, benchmarks and examples).
+thread, for tests, benchmarks and examples), each connection bounded by :mod:`._protocol`: a read deadline,
+a head size bound, a connection cap, and JSON answers for malformed HTTP.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from dragoman.errors import (
     DetectionUnavailable,
     EngineTimeout,
     GlossaryFileError,
+    HeadersTooLarge,
     HostNotAllowed,
     InvalidRequest,
     LimitExceeded,
@@ -52,6 +54,7 @@ from dragoman.errors import (
     PipelineBroken,
     PipelineStuck,
     PortInUse,
+    RequestTimeout,
     Saturated,
     Unauthorized,
     UnknownLanguage,
@@ -86,6 +89,7 @@ from dragoman.server._wire import (
     parse_translate,
 )
 from dragoman.server.daemon._models import Backends, EngineInfo, HealthResponse, QueueInfo
+from dragoman.server.daemon._protocol import ConnectionLimits, guarded_protocol
 from dragoman.server.daemon.portfile import daemon_file, remove_daemon_file, write_daemon_file
 from dragoman.server.local_store import GlossaryStore
 from dragoman.translation.types import TranslateOptions, TranslationResult
@@ -248,12 +252,17 @@ ROUTES = [
         "/openapi.json", openapi, method="GET", response=dict[str, Any], response_description="OpenAPI 3.1"
     ),
 ]
-#: Answered on every route: the gate's refusals, the router's 404 and 405, an unexpected failure.
+#: Answered on every route: the gate's refusals, the router's 404 and 405, an unexpected failure, and the
+#: connection's own (malformed HTTP, a head too large or too slow, too many connections; issue 9, item 4).
 COMMON_ERRORS = (
     Unauthorized,
     HostNotAllowed,
     OriginNotAllowed,
     BodyTooLarge,
+    InvalidRequest,
+    RequestTimeout,
+    HeadersTooLarge,
+    Saturated,
     NOT_FOUND,
     METHOD_NOT_ALLOWED,
     UNEXPECTED,
@@ -357,9 +366,15 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def uvicorn_server(app: ASGIApp, timeout: float) -> uvicorn.Server:
+def uvicorn_server(app: ASGIApp, timeout: float, limits: ConnectionLimits | None = None) -> uvicorn.Server:
+    """uvicorn over ``app`` on httptools with the daemon's connection bounds (:mod:`._protocol`): a read
+    deadline for each request, a head size bound, a connection cap, JSON answers for malformed HTTP."""
+    limits = limits or ConnectionLimits()
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(limits),
+        ws="none",  # no websocket routes: an Upgrade header is an ordinary request
+        timeout_keep_alive=max(1, round(limits.keep_alive)),  # the protocol keeps the exact float
         log_level="warning",
         access_log=False,  # our gate logs method, path, status and ms, never bodies
         proxy_headers=False,  # loopback, never behind a proxy: no X-Forwarded-* rewriting per request
@@ -368,6 +383,22 @@ def uvicorn_server(app: ASGIApp, timeout: float) -> uvicorn.Server:
         timeout_graceful_shutdown=int(timeout) + 5,
     )
     return uvicorn.Server(config)
+
+
+def _raise_open_files_limit(wanted: int) -> None:
+    """Let the process hold ``wanted`` descriptors (each connection is one) if the hard limit allows:
+    macOS starts processes at 256, under the connection cap plus models and pipelines."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            ceiling = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, ceiling), hard))
+    except (OSError, ValueError) as exc:
+        log.debug("cannot raise the open files limit: %s", exc)
 
 
 class _Stop(Exception):
@@ -404,7 +435,9 @@ def serve(
 
     Unset arguments come from the settings (``SERVICE_SERVE_TOKEN``, ``DRAGOMAN_PORT``,
     ``DRAGOMAN_SERVE_WORKERS``, ``DRAGOMAN_SERVE_QUEUE``, ``DRAGOMAN_SERVE_TIMEOUT``,
-    ``DRAGOMAN_ALLOWED_ORIGINS``). Raises :class:`PortInUse` or :class:`InvalidRequest`.
+    ``DRAGOMAN_ALLOWED_ORIGINS``); the connection bounds from ``DRAGOMAN_SERVE_MAX_CONNECTIONS``,
+    ``DRAGOMAN_SERVE_HEADER_TIMEOUT`` and ``DRAGOMAN_SERVE_KEEP_ALIVE``. Raises :class:`PortInUse` or
+    :class:`InvalidRequest`.
     """
     from dragoman.translation.engine import Engine
 
@@ -438,7 +471,9 @@ def serve(
         queue_limit=queue_limit,
         request_timeout=timeout,
     )
-    server = uvicorn_server(app, timeout)
+    limits = ConnectionLimits.from_settings(settings.daemon)
+    _raise_open_files_limit(limits.max_connections + 256)
+    server = uvicorn_server(app, timeout, limits)
     path = daemon_file(settings)
     shown = f"[{name}]" if ":" in name else name
 
