@@ -152,7 +152,6 @@ def closed_by_peer(sock: socket.socket, within: float) -> bool:
 
 
 # ----- idle sockets and the connection cap ------------------------------------------------------------
-@pytest.mark.slow
 def test_300_idle_sockets_leave_health_answering() -> None:
     limits = ConnectionLimits()  # the defaults: 300 idle sockets are over the cap
     with running(limits) as daemon:
