@@ -84,6 +84,25 @@ class PackInstallError(DragomanError):
     code = "pack_install_failed"
 
 
+class PackUnsafe(PackIntegrityError):
+    """A pack or archive whose content reaches outside it: a link out, an absolute or '..' path, a FIFO."""
+
+    code = "pack_unsafe"
+
+
+class DownloadTimedOut(PackInstallError):
+    """A pack download or index fetch ran past its overall deadline (or crawled below the minimum rate)."""
+
+    status = 504
+    code = "download_timeout"
+
+
+class IndexTooLarge(PackInstallError):
+    """A pack index larger than its bound: not an index, or a server sending without end."""
+
+    code = "index_too_large"
+
+
 class GlossaryFileError(DragomanError):
     """The user's glossary file cannot be read or written; the message names the file."""
 

@@ -218,14 +218,20 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
 
         with Engine(settings) as engine:
             infos = [asdict(i) for i in engine.packs()]
+        broken = store.broken()  # listed with the reason; they never stop the others
         if args.json:
-            _print_json(infos)
+            _print_json(
+                [{**info, "broken": False} for info in infos]
+                + [{"id": path.name, "path": str(path), "broken": True, "error": why} for path, why in broken]
+            )
         else:
             for info in infos:
                 print(
                     f"{info['id']:<28} {info['kind']:<12} v{info['version']:<8} "
                     f"{info['license']:<24} {info['path']}"
                 )
+            for path, why in broken:
+                print(f"BROKEN {path}: {why}")
         return 0
     if args.packs_command == "install":
         if args.json:

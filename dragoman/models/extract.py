@@ -2,8 +2,10 @@
 
 Nothing in an archive is trusted: entry names that are absolute, hold ``..`` or a drive letter, link
 entries, device files, archives that declare or actually write more than the size limit and entries
-compressed more than :data:`MAX_RATIO` times are refused with PackIntegrityError. Every function returns
-the sha256 of each file it wrote (computed while writing), keyed by its path relative to ``dest``.
+compressed more than :data:`MAX_RATIO` times are refused with PackIntegrityError (PackUnsafe for what would
+reach outside: absolute or ``..`` names, links, special files). A directory source is copied following only
+the links that resolve inside it. Every function returns the sha256 of each file it wrote (computed while
+writing), keyed by its path relative to ``dest``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from dragoman.errors import PackIntegrityError
+from dragoman.errors import PackIntegrityError, PackUnsafe
 from dragoman.models.store import INSTALL_RECORD
 from dragoman.progress import ProgressCallback
 
@@ -47,13 +49,13 @@ def _noop(done: int, total: int, message: str) -> None:
 def safe_parts(name: str) -> tuple[str, ...]:
     """The path components of an archive entry name; PackIntegrityError when it could escape."""
     if "\0" in name:
-        raise PackIntegrityError(f"archive entry {name!r} has a NUL byte in its name; refused")
+        raise PackUnsafe(f"archive entry {name!r} has a NUL byte in its name; refused")
     normal = name.replace("\\", "/")
     if normal.startswith("/") or re.match(r"^[A-Za-z]:", normal):
-        raise PackIntegrityError(f"archive entry {name!r} is an absolute path; refused (unsafe archive)")
+        raise PackUnsafe(f"archive entry {name!r} is an absolute path; refused (unsafe archive)")
     parts = tuple(p for p in normal.split("/") if p not in ("", "."))
     if ".." in parts:
-        raise PackIntegrityError(f"archive entry {name!r} climbs out with '..'; refused (unsafe archive)")
+        raise PackUnsafe(f"archive entry {name!r} climbs out with '..'; refused (unsafe archive)")
     return parts
 
 
@@ -162,9 +164,7 @@ def _extract_zip(archive: Path, dest: Path, limit: int, report: ProgressCallback
             mode = info.external_attr >> 16
             if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 what = "a symbolic link" if stat.S_ISLNK(mode) else "a special file"
-                raise PackIntegrityError(
-                    f"archive entry {info.filename!r} is {what}; refused (unsafe archive)"
-                )
+                raise PackUnsafe(f"archive entry {info.filename!r} is {what}; refused (unsafe archive)")
             if info.is_dir() or not parts:
                 _make_dir(dest, parts)
                 continue
@@ -220,7 +220,7 @@ def _extract_tar(archive: Path, dest: Path, limit: int, report: ProgressCallback
                 raise PackIntegrityError(f"{archive.name} has more than {MAX_ENTRIES} entries; refused")
             parts = safe_parts(member.name)
             if member.issym() or member.islnk():
-                raise PackIntegrityError(
+                raise PackUnsafe(
                     f"archive entry {member.name!r} is a link (to {member.linkname!r}); "
                     "refused (unsafe archive)"
                 )
@@ -228,9 +228,7 @@ def _extract_tar(archive: Path, dest: Path, limit: int, report: ProgressCallback
                 _make_dir(dest, parts)
                 continue
             if not member.isreg():
-                raise PackIntegrityError(
-                    f"archive entry {member.name!r} is a device or special file; refused"
-                )
+                raise PackUnsafe(f"archive entry {member.name!r} is a device or special file; refused")
             budget.declared += member.size
             if budget.declared > limit:
                 raise _too_big(limit)
@@ -248,11 +246,23 @@ def _extract_tar(archive: Path, dest: Path, limit: int, report: ProgressCallback
     return hashes
 
 
+def _inside(real_root: str, path: str, src: Path) -> None:
+    """Refuse a link of the source directory that resolves outside it (the copy would carry that file)."""
+    if os.path.islink(path):
+        target = os.path.realpath(path)
+        if os.path.commonpath([real_root, target]) != real_root:
+            raise PackUnsafe(
+                f"{path} is a link to {target}, outside {src}; refused (a pack's files must lie inside its "
+                "directory; copy the files in with `cp -rL` if you trust them)"
+            )
+
+
 def copy_dir(src: Path, dest: Path, limit: int, report: ProgressCallback) -> dict[str, str]:
-    """Copy a pack directory (following symlinks, as a cache of blobs uses them) with hashes."""
+    """Copy a pack directory with hashes; links are followed only where they resolve inside ``src``."""
     files: list[tuple[Path, tuple[str, ...]]] = []
     declared = 0
     seen: set[str] = set()
+    real_root = os.path.realpath(src)
     for top, dirs, names in os.walk(src, followlinks=True):
         real = os.path.realpath(top)
         if real in seen:
@@ -260,14 +270,20 @@ def copy_dir(src: Path, dest: Path, limit: int, report: ProgressCallback) -> dic
             continue
         seen.add(real)
         dirs.sort()
+        for name in dirs:
+            _inside(real_root, os.path.join(top, name), src)
         rel_top = Path(top).relative_to(src).parts
         for name in sorted(names):
             if not rel_top and name == INSTALL_RECORD:
                 continue
             path = Path(top) / name
-            st = path.stat()
+            _inside(real_root, str(path), src)
+            try:
+                st = path.stat()
+            except OSError as exc:
+                raise PackIntegrityError(f"{path} cannot be read ({exc.strerror}); a dangling link?") from exc
             if not stat.S_ISREG(st.st_mode):
-                raise PackIntegrityError(f"{path} is not a regular file; a pack holds only files and folders")
+                raise PackUnsafe(f"{path} is not a regular file; a pack holds only files and folders")
             declared += st.st_size
             if declared > limit:
                 raise _too_big(limit)

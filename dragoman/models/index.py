@@ -25,12 +25,16 @@ from urllib.parse import unquote, urlparse
 
 import httpx
 
-from dragoman.errors import InvalidRequest, PackInstallError, UnknownLanguage
+from dragoman.errors import IndexTooLarge, InvalidRequest, PackInstallError, UnknownLanguage
+from dragoman.models._fetch import Pace, Transfer, fetch
 from dragoman.settings import Settings
 
 log = logging.getLogger("dragoman.packs.index")
 
-INDEX_TIMEOUT_SECONDS = 30.0
+INDEX_TIMEOUT_SECONDS = 30.0  # per read
+#: The whole index fetch; and its size (the real index is about 100 KB).
+INDEX_DEADLINE_SECONDS = 60.0
+MAX_INDEX_BYTES = 16 * 1024 * 1024
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 _PAIR = re.compile(r"^\s*([^\s>→]+?)\s*(?:->|→|=>)\s*([^\s>→]+)\s*$")
 _CODE = re.compile(r"^translate-[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$", re.IGNORECASE)
@@ -129,31 +133,51 @@ def _local_path(url: str) -> Path | None:
 
 
 def fetch_index(settings: Settings, *, timeout: float = INDEX_TIMEOUT_SECONDS) -> list[IndexEntry]:
-    """Download and parse ``settings.engine.argos_index_url`` (http(s), ``file://`` or a local path)."""
+    """Download and parse ``settings.engine.argos_index_url`` (http(s), ``file://`` or a local path).
+
+    Bounded: at most :data:`MAX_INDEX_BYTES` (IndexTooLarge beyond, whatever the server declares) and
+    :data:`INDEX_DEADLINE_SECONDS` in all (DownloadTimedOut), besides ``timeout`` per read.
+    """
     url = settings.engine.argos_index_url
     local = _local_path(url)
-    try:
-        if local is not None:
-            text = local.read_text(encoding="utf-8")
-        else:
-            response = httpx.get(url, timeout=timeout, follow_redirects=True)
+    hint = (
+        "check DRAGOMAN_ARGOS_INDEX_URL, or install from a file or URL with "
+        "`dragoman packs install PATH_OR_URL`"
+    )
+
+    def too_big(size: int) -> IndexTooLarge:
+        return IndexTooLarge(
+            f"the Argos package index {url} is over {MAX_INDEX_BYTES} bytes ({size} sent or declared); "
+            f"refused, it is not a package index; {hint}"
+        )
+
+    if local is not None:
+        try:
+            with local.open("rb") as handle:
+                raw = handle.read(MAX_INDEX_BYTES + 1)
+        except OSError as exc:
+            raise PackInstallError(f"cannot read the Argos package index {url}: {exc}") from exc
+        if len(raw) > MAX_INDEX_BYTES:
+            raise too_big(len(raw))
+    else:
+        body = bytearray()
+
+        def check(response: httpx.Response, state: Transfer) -> None:
             if response.status_code != 200:
                 raise PackInstallError(
-                    f"the Argos package index {url} answered HTTP {response.status_code}; check "
-                    "DRAGOMAN_ARGOS_INDEX_URL, or install from a file or URL with "
-                    "`dragoman packs install PATH_OR_URL`"
+                    f"the Argos package index {url} answered HTTP {response.status_code}; {hint}"
                 )
-            text = response.text
-    except httpx.HTTPError as exc:
-        raise PackInstallError(
-            f"cannot fetch the Argos package index {url}: {exc}; check the network or "
-            "DRAGOMAN_ARGOS_INDEX_URL, or install from a local file with `dragoman packs install PATH`"
-        ) from exc
-    except OSError as exc:
-        raise PackInstallError(f"cannot read the Argos package index {url}: {exc}") from exc
+
+        def sink(chunk: bytes, state: Transfer) -> None:
+            body.extend(chunk)
+
+        pace = Pace(deadline=INDEX_DEADLINE_SECONDS, read_timeout=timeout)
+        what = "fetching the Argos package index"
+        fetch(url, pace=pace, limit=MAX_INDEX_BYTES, sink=sink, too_big=too_big, check=check, what=what)
+        raw = bytes(body)
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise PackInstallError(f"the Argos package index {url} is not valid JSON: {exc}") from exc
     return parse_index(data, where=f"the Argos package index {url}")
 

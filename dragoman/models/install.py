@@ -5,8 +5,10 @@ from the content, and :mod:`dragoman.models.extract` unpacks them refusing anyth
 private directory under ``<root>/.staging`` (same file system), deleted whatever happens; the model, checked
 by its kind's ``read`` and given its install record, is then renamed into ``<root>/<id>`` under the store
 lock, so a half-installed model is never visible and two installs of one model cannot interleave. Downloads
-stream through httpx into the staging directory, hashing as they go; a short body, an HTTP error or a
-checksum mismatch leaves nothing behind.
+stream through httpx into the staging directory, hashing as they go, under an overall deadline and a
+minimum pace as well as a per-read timeout (:mod:`dragoman.models._fetch`); a short body, an HTTP error, a
+server too slow or a checksum mismatch leaves nothing behind. The staging folder is locked by the installing
+process, so a later start (:func:`dragoman.models.store.sweep_stale`) removes it if that process was killed.
 
 :func:`install_model` is the one code path; MT packs call it through :func:`dragoman.models.packs.install`
 with the Argos index as their :class:`ModelIndex`.
@@ -22,8 +24,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,23 +40,29 @@ from dragoman.errors import (
     PackIntegrityError,
     map_exceptions,
 )
+from dragoman.models._fetch import Pace, Transfer, fetch
 from dragoman.models.extract import CHUNK, copy_dir, extract_archive
 from dragoman.models.kind import I, M, ModelKind
 from dragoman.models.store import (
     INSTALL_RECORD,
-    STAGING_DIR,
     TRASH_PREFIX,
     InstallRecord,
     ModelStore,
+    staging_dir,
     store_lock,
+    sweep_stale,
     write_record,
 )
 from dragoman.progress import ProgressCallback
 
 log = logging.getLogger("dragoman.models.install")
 
-DOWNLOAD_TIMEOUT_SECONDS = 60.0  # per read; a download may take as long as it keeps moving
-STALE_STAGING_SECONDS = 24 * 3600
+DOWNLOAD_TIMEOUT_SECONDS = 60.0  # per read
+#: A download's overall deadline (8 GiB at 400 KB/s), and the pace it must keep once the grace has passed:
+#: a server trickling bytes is cut off in about a minute instead of never (see :mod:`dragoman.models._fetch`).
+DOWNLOAD_DEADLINE_SECONDS = 6 * 3600.0
+DOWNLOAD_GRACE_SECONDS = 60.0
+DOWNLOAD_MIN_BYTES_PER_SECOND = 16 * 1024.0
 _IGNORED_TOP = {"__MACOSX", ".DS_Store"}
 _MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
@@ -168,26 +174,13 @@ def install_model(
     InvalidRequest.
     """
     expected = _normal_sha(sha256)
-    staging_root = store.root / STAGING_DIR
-    with _disk_errors(f"installing a {store.kind.noun} from {source}"):
-        work = _make_work_dir(staging_root)
-        try:
-            job = _Job(store, max_bytes, index, progress or _noop, work)
-            return _install(job, source, expected, replace)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                staging_root.rmdir()  # only when no other install is using it
-
-
-def _make_work_dir(staging_root: Path) -> Path:
-    for _ in range(5):
-        staging_root.mkdir(parents=True, exist_ok=True)
-        try:
-            return Path(tempfile.mkdtemp(prefix="install-", dir=staging_root))
-        except FileNotFoundError:  # another install removed the empty staging dir meanwhile
-            continue
-    raise PackInstallError(f"cannot create a staging directory in {staging_root}; check it is writable")
+    sweep_stale(store.root)  # what a killed install left behind
+    with (
+        _disk_errors(f"installing a {store.kind.noun} from {source}"),
+        staging_dir(store.root) as work,
+    ):
+        job = _Job(store, max_bytes, index, progress or _noop, work)
+        return _install(job, source, expected, replace)
 
 
 def _not_a_source(text: str, index: ModelIndex | None) -> InvalidRequest:
@@ -273,51 +266,51 @@ def _download_any(job: _Job[M, I], links: tuple[str, ...]) -> tuple[Path, str, s
 
 
 def _download(job: _Job[M, I], url: str) -> tuple[Path, str]:
-    """Stream ``url`` into the work directory; returns (file, sha256). Short or failed downloads raise."""
+    """Stream ``url`` into the work directory; returns (file, sha256). Short or failed downloads raise.
+
+    Bounded in size (``max_bytes``), per read (:data:`DOWNLOAD_TIMEOUT_SECONDS`), in pace (at least
+    :data:`DOWNLOAD_MIN_BYTES_PER_SECOND` on average after :data:`DOWNLOAD_GRACE_SECONDS`) and in all
+    (:data:`DOWNLOAD_DEADLINE_SECONDS`): DownloadTimedOut when either of the last two is passed.
+    """
     dest = job.work / f"download-{uuid.uuid4().hex[:8]}-{_url_name(url)}"
     digest = hashlib.sha256()
-    received = 0
-    total = 0
     limit = job.max_bytes
-    timeout = httpx.Timeout(DOWNLOAD_TIMEOUT_SECONDS, connect=min(DOWNLOAD_TIMEOUT_SECONDS, 30.0))
-    headers = {"Accept-Encoding": "identity", "User-Agent": "dragoman"}
     listed = f" (`{job.index.listing}` lists the index's packages)" if job.index is not None else ""
-    try:
-        with httpx.stream("GET", url, headers=headers, timeout=timeout, follow_redirects=True) as response:
-            if response.status_code != 200:
-                raise PackInstallError(
-                    f"downloading {url} failed: HTTP {response.status_code}; check the URL{listed}; "
-                    "nothing was installed"
-                )
-            length = response.headers.get("content-length", "")
-            total = int(length) if length.isdigit() else 0
-            if total > limit:
-                raise PackIntegrityError(
-                    f"{url} is {total} bytes, more than max_pack_bytes ({limit}); raise "
-                    f"DRAGOMAN_MAX_PACK_BYTES if you trust this {job.kind.noun}"
-                )
-            with dest.open("wb") as out:
-                for chunk in response.iter_bytes(CHUNK):
-                    out.write(chunk)
-                    digest.update(chunk)
-                    received += len(chunk)
-                    if received > limit:
-                        raise PackIntegrityError(
-                            f"{url} sent more than max_pack_bytes ({limit}) bytes; refused. Raise "
-                            f"DRAGOMAN_MAX_PACK_BYTES if you trust this {job.kind.noun}"
-                        )
-                    job.report(received, total, f"downloading {_url_name(url)}")
-            raw = response.num_bytes_downloaded
-    except httpx.HTTPError as exc:
-        raise PackInstallError(
-            f"downloading {url} was interrupted after {received} of {total or 'unknown'} bytes "
-            f"({type(exc).__name__}: {exc}); nothing was installed; retry"
-        ) from exc
-    if total and raw != total:
-        raise PackInstallError(
-            f"downloading {url} was interrupted: got {raw} of {total} bytes; nothing was installed; retry"
+    name = _url_name(url)
+
+    def check(response: httpx.Response, state: Transfer) -> None:
+        if response.status_code != 200:
+            raise PackInstallError(
+                f"downloading {url} failed: HTTP {response.status_code}; check the URL{listed}; "
+                "nothing was installed"
+            )
+
+    def too_big(size: int) -> PackIntegrityError:
+        return PackIntegrityError(
+            f"{url} is over max_pack_bytes ({limit}) bytes ({size} sent or declared); refused. Raise "
+            f"DRAGOMAN_MAX_PACK_BYTES if you trust this {job.kind.noun}"
         )
-    log.info("downloaded %s (%d bytes)", url, received)
+
+    pace = Pace(
+        deadline=DOWNLOAD_DEADLINE_SECONDS,
+        read_timeout=DOWNLOAD_TIMEOUT_SECONDS,
+        min_rate=DOWNLOAD_MIN_BYTES_PER_SECOND,
+        grace=DOWNLOAD_GRACE_SECONDS,
+    )
+    with dest.open("wb") as out:
+
+        def sink(chunk: bytes, state: Transfer) -> None:
+            out.write(chunk)
+            digest.update(chunk)
+            job.report(state.received, state.total, f"downloading {name}")
+
+        got = fetch(url, pace=pace, limit=limit, sink=sink, too_big=too_big, check=check)
+    if got.total and got.raw != got.total:
+        raise PackInstallError(
+            f"downloading {url} was interrupted: got {got.raw} of {got.total} bytes; nothing was installed; "
+            "retry"
+        )
+    log.info("downloaded %s (%d bytes)", url, got.received)
     return dest, digest.hexdigest()
 
 
@@ -347,8 +340,8 @@ def _finish(
     root = _model_root(extracted, kind.markers)
     try:
         manifest = kind.read(root)
-    except PackIntegrityError as exc:
-        raise PackIntegrityError(f"{label} holds no usable {kind.noun}: {exc.message}") from exc
+    except PackIntegrityError as exc:  # same class (PackUnsafe stays PackUnsafe), the source named
+        raise type(exc)(f"{label} holds no usable {kind.noun}: {exc.message}") from exc
     if not _MODEL_ID.match(manifest.id):
         raise PackIntegrityError(
             f"{label}: {kind.noun} id {manifest.id!r} is not a safe directory name "
@@ -380,14 +373,10 @@ def _finish(
 
 
 def _sweep(root: Path) -> None:
-    """Delete leftovers of crashed installs; called with the store lock held."""
+    """Delete what interrupted removes and replaces left; called with the store lock held (staging folders
+    are swept by :func:`~dragoman.models.store.sweep_stale`, each by its own lock)."""
     for child in root.glob(f"{TRASH_PREFIX}*"):
         shutil.rmtree(child, ignore_errors=True)
-    now = time.time()
-    for child in (root / STAGING_DIR).glob("*"):
-        with contextlib.suppress(OSError):
-            if now - child.stat().st_mtime > STALE_STAGING_SECONDS:
-                shutil.rmtree(child, ignore_errors=True)
 
 
 def _place(job: _Job[M, I], ready: Path, manifest: M, replace: bool) -> Path:

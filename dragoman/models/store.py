@@ -9,6 +9,15 @@ models.
 
 Changes to a root (install, remove) happen under :func:`store_lock`, an advisory lock on the root
 directory itself, and are renames, so a reader never sees half a model.
+
+An install works in its own folder ``.staging/install-*`` (:func:`staging_dir`), locked with ``flock`` by the
+process doing it for as long as it runs; the kernel lets go of the lock when that process dies, even by
+kill -9. :func:`sweep_stale` (run when an engine starts and before each install) removes the staging folders
+nobody holds and the ``.trash-*`` folders an interrupted remove or replace left behind, so nothing of a killed
+install survives the next start.
+
+A model directory that cannot be read (a bad manifest, files missing, a link out of it, no permission) is
+listed as broken with the reason and skipped; it never stops the others from being listed or used.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,6 +48,13 @@ Broken = list[tuple[Path, str]]
 INSTALL_RECORD = ".dragoman-install.json"
 STAGING_DIR = ".staging"
 TRASH_PREFIX = ".trash-"
+#: A staging folder while its install runs (locked by that process) and for the instant before it is locked.
+STAGING_PREFIX = "install-"
+STAGING_NEW_PREFIX = "new-"
+#: Age after which a staging folder that cannot be lock-checked (``new-*``; any, where there is no ``flock``)
+#: is taken as left behind.
+STALE_UNLOCKED_SECONDS = 600.0
+STALE_NO_FLOCK_SECONDS = 24 * 3600.0
 LOCK_TIMEOUT_SECONDS = 120.0
 HASH_CHUNK = 1024 * 1024
 
@@ -274,14 +291,11 @@ class ModelStore(Generic[M, I]):
         for child in children:
             if child.name.startswith(".") or not child.is_dir():
                 continue
-            try:
-                manifest = self.kind.read(child)
-            except PackIntegrityError as exc:
-                bad.append((child, exc.message))
+            found = _try_read(self.kind, child)
+            if isinstance(found, str):
+                bad.append((child, found))
                 continue
-            except OSError as exc:
-                bad.append((child, f"cannot be read: {exc}"))
-                continue
+            manifest = found
             if manifest.id in seen:
                 bad.append((child, f"{noun} id {manifest.id!r} is already provided by {seen[manifest.id]}"))
                 continue
@@ -316,12 +330,9 @@ class ModelStore(Generic[M, I]):
         """The manifest and directory of an installed model; raises PackNotInstalled naming what is."""
         direct = self.root / model_id
         if _plain_name(model_id) and direct.is_dir():
-            try:
-                manifest: M | None = self.kind.read(direct)
-            except PackIntegrityError:
-                manifest = None
-            if manifest is not None and manifest.id == model_id:
-                return manifest, direct
+            found = _try_read(self.kind, direct)
+            if not isinstance(found, str) and found.id == model_id:
+                return found, direct
         for found, path in self.installed():
             if found.id == model_id:
                 return found, path
@@ -407,6 +418,150 @@ class ModelStore(Generic[M, I]):
             installed_at=record.installed_at or None,
             warnings=warnings,
         )
+
+
+def _try_read(kind: ModelKind[M, I], path: Path) -> M | str:
+    """A model directory's manifest, or why it cannot be used: no error of one directory stops the rest."""
+    try:
+        return kind.read(path)
+    except PackIntegrityError as exc:
+        return exc.message
+    except OSError as exc:
+        return f"cannot be read: {exc}"
+    except Exception as exc:  # a kind's read that fails unexpectedly still breaks only its own directory
+        log.debug("reading %s failed", path, exc_info=True)
+        return f"cannot be read: {type(exc).__name__}: {exc}"
+
+
+# --- staging folders and leftovers --------------------------------------------------------------------------
+
+
+def _flock(fd: int) -> bool:
+    """Try to take an exclusive flock without waiting; True when taken."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def staging_dir(root: Path) -> Iterator[Path]:
+    """A fresh working folder ``<root>/.staging/install-*``, locked by this process while the block runs.
+
+    The folder is made as ``new-*``, locked (``flock`` on the folder itself), then renamed to ``install-*``:
+    every ``install-*`` folder is either held by a live process or left by a dead one, which
+    :func:`sweep_stale` can tell apart at once. Removed when the block ends, with ``.staging`` if empty.
+    """
+    staging = root / STAGING_DIR
+    fresh: Path | None = None
+    for _ in range(5):
+        staging.mkdir(parents=True, exist_ok=True)
+        try:
+            fresh = Path(tempfile.mkdtemp(prefix=STAGING_NEW_PREFIX, dir=staging))
+            break
+        except FileNotFoundError:  # another install removed the empty staging dir meanwhile
+            continue
+    if fresh is None:
+        raise PackInstallError(f"cannot create a staging directory in {staging}; check it is writable")
+    fd: int | None = None
+    work = fresh
+    try:
+        try:
+            import fcntl  # noqa: F401
+        except ImportError:  # pragma: no cover - Windows: no lock, the age bound alone applies
+            pass
+        else:
+            fd = os.open(fresh, os.O_RDONLY)
+            _flock(fd)
+        locked = staging / (STAGING_PREFIX + fresh.name.removeprefix(STAGING_NEW_PREFIX))
+        os.rename(fresh, locked)
+        work = locked
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if fd is not None:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            staging.rmdir()  # only when no other install is using it
+
+
+def _age(path: Path, now: float) -> float:
+    try:
+        return now - path.lstat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _sweep_staging(staging: Path) -> list[Path]:
+    removed: list[Path] = []
+    try:
+        children = list(staging.iterdir())
+    except OSError:
+        return removed
+    try:
+        import fcntl  # noqa: F401
+
+        have_flock = True
+    except ImportError:  # pragma: no cover - Windows
+        have_flock = False
+    now = time.time()
+    for child in children:
+        name = child.name
+        if name.startswith(STAGING_NEW_PREFIX):
+            if _age(child, now) > STALE_UNLOCKED_SECONDS:
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(child)
+            continue
+        if not name.startswith(STAGING_PREFIX) or child.is_symlink() or not child.is_dir():
+            continue  # not of our naming: left alone
+        if not have_flock:  # pragma: no cover - Windows
+            if _age(child, now) > STALE_NO_FLOCK_SECONDS:
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(child)
+            continue
+        try:
+            fd = os.open(child, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if _flock(fd):  # nobody holds it: its install died
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(child)
+        finally:
+            os.close(fd)
+    with contextlib.suppress(OSError):
+        staging.rmdir()
+    return removed
+
+
+def sweep_stale(root: Path) -> list[Path]:
+    """Remove what killed installs and removes left in a store root; returns what was removed.
+
+    Staging folders (``.staging/install-*``) whose lock no live process holds go at once; ``.trash-*``
+    folders go when the store lock is free (an install or remove holding it may be using one). Never raises
+    and never waits: a store that cannot be read or is busy is left for the next start.
+    """
+    if not root.is_dir():
+        return []
+    removed = _sweep_staging(root / STAGING_DIR)
+    try:
+        trash = [p for p in root.iterdir() if p.name.startswith(TRASH_PREFIX)]
+    except OSError:
+        trash = []
+    if trash:
+        try:
+            with store_lock(root, timeout=0):
+                for child in trash:
+                    shutil.rmtree(child, ignore_errors=True)
+                    removed.append(child)
+        except (PackInstallError, OSError):
+            pass  # busy or unwritable: the next start sweeps
+    for path in removed:
+        log.info("removed %s, left by an interrupted install or remove", path)
+    return removed
 
 
 def _plain_name(name: str) -> bool:

@@ -12,6 +12,8 @@ routes found between languages are kept with it, so that a call costs a few ``st
 an install identity (its directory's inode and times, its install record's, its manifest): a backend whose
 pack was replaced or removed is closed and dropped at the next call, which then loads what is on disk now,
 or finds the pack gone (UnsupportedPair from routing, PackNotInstalled from :meth:`PackCache.backend`).
+A pack directory that cannot be read is not a usable pack: the store lists it as broken, routing skips it.
+Creating a cache (an engine's start) sweeps what killed installs left in the packs directory.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dragoman.limits import Tier
 from dragoman.models.cache import CacheEntry, ModelCache
 from dragoman.models.manifest import DEFAULT_RANKS, PackManifest
 from dragoman.models.packs import PackStore, pack_info
-from dragoman.models.store import dir_size, install_identity
+from dragoman.models.store import dir_size, install_identity, sweep_stale
 from dragoman.models.types import PackInfo
 from dragoman.settings import Settings
 from dragoman.translation.backends._apertium_pipeline import PipelinePool
@@ -101,6 +103,7 @@ class PackCache:
     ) -> None:
         self._settings = settings
         self._store = PackStore(settings)
+        sweep_stale(self._store.root)  # staging folders of installs killed earlier; never raises or waits
         self._lock = threading.Lock()
         self._backends: ModelCache[Backend] = ModelCache(
             budget_bytes=settings.engine.model_memory_budget,
