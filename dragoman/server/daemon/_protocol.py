@@ -89,7 +89,7 @@ class GuardedProtocol(HttpToolsProtocol):
         idle = [c for c in open_ if c is not self and c.idle()]
         if idle:
             victim = min(idle, key=lambda c: c._idle_since)
-            log.info("closing an idle connection: %d connections are open (the most kept)", len(open_))
+            log.debug("closing an idle connection: %d connections are open (the most kept)", len(open_))
             victim.transport.close()
             return
         log.warning("refusing a connection: %d connections are open, all serving requests", len(open_))
