@@ -62,9 +62,11 @@ WEBHOOK_RETRIES: Final = 5
 WEBHOOK_TOLERANCE_SECONDS: Final = 300
 
 # ----- processes and connections (issue 9, item 4; ours, not the spec's) -------------------------------
-#: Apertium pipelines one engine keeps running (each is 4-8 processes, 20-40 MB), and seconds an unused one
-#: is kept before it is closed (``DRAGOMAN_APERTIUM_MAX_PIPELINES``, ``DRAGOMAN_APERTIUM_IDLE_SECONDS``).
-APERTIUM_MAX_PIPELINES: Final = 6
+#: Apertium pipelines one engine keeps running, and seconds an unused one is kept before it is closed
+#: (``DRAGOMAN_APERTIUM_MAX_PIPELINES``, ``DRAGOMAN_APERTIUM_IDLE_SECONDS``). A pipeline is 8 to 17 processes
+#: and 40 to 150 MB (PSS; Apertium 3.8's es-pt, eng-spa, eng-cat): four are as many as the daemon's default
+#: engine threads can use at once.
+APERTIUM_MAX_PIPELINES: Final = 4
 APERTIUM_IDLE_SECONDS: Final = 300.0
 #: The daemon's open connections (``DRAGOMAN_SERVE_MAX_CONNECTIONS``; idle ones are closed to make room,
 #: a connection over the cap with none idle gets 503), seconds a request's head and body may take to arrive

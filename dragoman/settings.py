@@ -162,7 +162,7 @@ class EngineSettings:
         default=(Path("/usr/share/apertium/modes"), Path("/usr/local/share/apertium/modes")),
         metadata=env("DRAGOMAN_APERTIUM_MODES", as_paths),
     )
-    #: Apertium pipelines kept running at once (each is 4-8 processes, 20-40 MB), least recently used closed
+    #: Apertium pipelines kept running at once (each 8-17 processes, 40-150 MB), least recently used closed
     #: first, and seconds a pipeline may sit unused before it is closed (0: never). Issue 9, item 4.
     apertium_max_pipelines: int = field(
         default=APERTIUM_MAX_PIPELINES, metadata=env("DRAGOMAN_APERTIUM_MAX_PIPELINES", as_int(1))

@@ -2,8 +2,8 @@
 blocking, each stage's stderr drained in the background (see ``backends.apertium``); and the pool that
 bounds how many run at once.
 
-A :class:`PipelinePool` keeps at most ``max_pipelines`` pipelines warm (each is four to eight processes and
-tens of megabytes): starting one more closes the least recently used idle one, and a pipeline unused for
+A :class:`PipelinePool` keeps at most ``max_pipelines`` pipelines warm (each is 8 to 17 processes and
+40 to 150 MB): starting one more closes the least recently used idle one, and a pipeline unused for
 ``idle_seconds`` is closed by a background reaper. A pipeline in use (inside :meth:`PipelinePool.use`) is
 never closed under its caller; when every pipeline is in use, a caller needing a new one waits for one to
 be released (at most its timeout, then :class:`~dragoman.errors.EngineTimeout`). Closed pipelines' processes
