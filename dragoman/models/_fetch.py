@@ -112,6 +112,16 @@ def _run(
         state.done.set()
 
 
+def _abandon(state: Transfer) -> None:
+    """Tell the worker to stop and wake it if it is blocked reading; wait a moment for it."""
+    state.stop.set()
+    sock = state.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # wakes the worker's blocked read
+    state.done.wait(1.0)
+
+
 def fetch(
     url: str,
     *,
@@ -136,13 +146,13 @@ def fetch(
         daemon=True,
     )
     worker.start()
-    if not state.done.wait(pace.deadline):
-        state.stop.set()
-        sock = state.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)  # wakes the worker's blocked read
-        state.done.wait(1.0)
+    try:
+        finished = state.done.wait(pace.deadline)
+    except BaseException:  # Ctrl-C while waiting: the worker lets go of the connection too
+        _abandon(state)
+        raise
+    if not finished:
+        _abandon(state)
         raise DownloadTimedOut(
             f"{what} {url} took more than {pace.deadline:.0f} s in all (got {state.received} of "
             f"{state.total or 'unknown'} bytes); cut off, nothing was installed. Retry later or from another "

@@ -294,6 +294,48 @@ async def test_mcp_engine_status_and_translate_with_broken_packs(
     assert done["translation"] and done["target"] == "spa_Latn"
 
 
+def test_broken_packs_can_be_verified_and_removed_by_name(
+    many_broken: list[Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    for pack in many_broken:
+        code, _, err = cli(capsys, "packs", "verify", pack.name, "--json")
+        assert code == 2 and json.loads(err)["code"] in ("pack_integrity", "pack_unsafe"), err
+        assert SECRET not in err
+    code, out, _ = cli(capsys, "packs", "verify", "--json")  # every usable pack: the good one
+    assert code == 0 and [r["pack_id"] for r in json.loads(out)] == ["argos-en-es"]
+    for pack in many_broken:
+        code, _, err = cli(capsys, "packs", "remove", pack.name)
+        assert code == 0, err
+    assert sorted(os.listdir(many_broken[0].parent)) == ["translate-en_es"]
+    assert all(p.is_file() for p in many_broken[0].parent.parent.glob("outside-*/secret.txt"))
+
+
+def test_a_pack_broken_while_the_daemon_runs_changes_nothing_else(
+    good_env: Path, tiny_argos_pack: Path
+) -> None:
+    settings = Settings.from_env()
+    with Engine(settings) as engine:
+        app = create_app(engine, settings, max_workers=2, queue_limit=8, request_timeout=60)
+        with BackgroundDaemon(app) as daemon:
+            body = {"text": "Hello world.", "target": "es", "source": "en"}
+            assert httpx.post(daemon.url + "/translate", json=body, timeout=60).status_code == 200
+            # copied in by hand while the daemon runs; the good pack itself then gets a bad manifest
+            broken_pack(good_env, tiny_argos_pack, "max_input_tokens not a number")
+            health = httpx.get(daemon.url + "/health", timeout=30)
+            languages = httpx.get(daemon.url + "/languages", timeout=30)
+            done = httpx.post(daemon.url + "/translate", json=body, timeout=60)
+            _extra(good_env / "translate-en_es", max_input_tokens="lots")
+            os.utime(good_env)  # as a copy would: the packs directory changed
+            gone = httpx.post(daemon.url + "/translate", json=body, timeout=60)
+            after = httpx.get(daemon.url + "/health", timeout=30)
+    assert health.status_code == 200 and health.json()["ok"] is True
+    assert languages.status_code == 200
+    assert [r["flores"] for r in languages.json()] == ["eng_Latn", "spa_Latn"]
+    assert done.status_code == 200, done.text
+    assert gone.status_code == 400 and gone.json()["code"] == "unsupported_pair", gone.text
+    assert after.status_code == 200 and after.json()["ok"] is True
+
+
 def test_a_broken_pack_never_routes_and_the_good_one_does(many_broken: list[Path]) -> None:
     with Engine(Settings.from_env()) as engine:
         assert sorted(engine.installed_pairs()) == [("eng_Latn", "spa_Latn")]
@@ -577,7 +619,6 @@ def _wait_for_download(packs: Path, proc: subprocess.Popen[bytes]) -> Path:
     raise AssertionError("the install never started downloading")
 
 
-@pytest.mark.slow
 def test_kill_9_mid_install_leaves_nothing_after_the_next_start(
     good_env: Path, hostile: Hostile, argos_archive: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
