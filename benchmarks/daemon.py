@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/daemon.py --pack tiny --rounds 9 --seconds 2
     .venv/bin/python benchmarks/daemon.py --libretranslate http://127.0.0.1:5000   # the same load on LT
     .venv/bin/python benchmarks/daemon.py --quick              # a smoke run: 1 and 8 clients, short rounds
+    .venv/bin/python benchmarks/daemon.py --pack base --peers  # and LibreTranslate on the same base pack
 
 The daemon runs as ``dragoman serve --port 0`` in a subprocess (its port read from its PID/port file);
 this process is the client: N asyncio workers, each with one keep-alive connection, send short single
@@ -16,17 +17,23 @@ the engine's in this process, the daemon's (engine plus HTTP path; Apertium's pr
 both) and the client's; the daemon's minus the in-process one is what the HTTP path costs, whatever the
 machine's load. The header line says which HTTP parser and event loop uvicorn picks in this environment
 (httptools and uvloop when installed, else h11 and asyncio). Packs: ``apertium`` (system eng->spa, real
-translations) or ``tiny`` (a tiny CTranslate2 pack en->de built in a temporary directory); no user data is
-read or written (temporary packs, glossary and state directories).
+translations), ``tiny`` (a tiny CTranslate2 pack en->de built in a temporary directory) or ``base`` (the
+same at the size of a real Argos pack: 6+6 layers, 512 wide, int8, random weights); no user data is read or
+written (temporary packs, glossary and state directories).
 
-With ``--libretranslate URL`` the same client load also goes to a LibreTranslate server the user started on
-the same Argos pack (``POST /translate {"q", "source", "target"}``), as a third side of every round; its
-rate and our HTTP rate's ratio to it are printed beside ours.
+With ``--peers`` (a CTranslate2 pack) the same client load also goes to LibreTranslate 1.9.6 serving the
+very same pack, started here from its own virtualenv (``build/peers-venv``, made on first use by
+``benchmarks/_peers.py``; offline), twice: with its default settings and with threads matched to ours
+(``--threads`` = our workers, CTranslate2's inter/intra threads = ours). With ``--libretranslate URL`` it
+goes to a LibreTranslate server the user started on the same Argos pack (``POST /translate {"q", "source",
+"target"}``). Each peer is one more side of every round; its rates and our HTTP rate's ratio to it (median
+of the rounds' own ratios, with their range) are printed in a table of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -40,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import _harness as harness
+import _peers
 import httpx
 
 TEXTS = [
@@ -222,7 +230,7 @@ def start_daemon(env: dict[str, str], workers: int) -> tuple[subprocess.Popen[by
 
 def main(argv: list[str] | None = None) -> int:
     parser = harness.parser(__doc__, rounds=7, quick_rounds=2)
-    parser.add_argument("--pack", choices=["apertium", "tiny"], default="apertium")
+    parser.add_argument("--pack", choices=["apertium", "tiny", "base"], default="apertium")
     parser.add_argument(
         "--clients", default=None, help="comma-separated client counts (1,8,32; 1,8 with --quick)"
     )
@@ -236,7 +244,15 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="daemon engine threads"
     )
     parser.add_argument("--libretranslate", metavar="URL", help="also load a running LibreTranslate server")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also load LibreTranslate on the same pack, started here from its own venv under build/ (made "
+        "on first use), with its default settings and with threads matched to ours (not with apertium)",
+    )
     args = parser.parse_args(argv)
+    if args.peers and args.pack == "apertium":
+        parser.error("--peers needs a CTranslate2 pack: --pack tiny or --pack base")
     rounds = harness.rounds_of(args)
     step = args.seconds or (0.3 if args.quick else 1.0)
     counts = [int(c) for c in (args.clients or ("1,8" if args.quick else "1,8,32")).split(",")]
@@ -256,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         DRAGOMAN_STATE_DIR=str(tmp / "state"),
     )
     source, target = ("en", "es") if args.pack == "apertium" else ("en", "de")
-    if args.pack == "tiny":
-        build_argos_pack(tmp / "packs" / "translate-en_de", "en", "de")
+    if args.pack != "apertium":
+        pack = build_argos_pack(tmp / "packs" / "translate-en_de", "en", "de", size=args.pack)
     else:
         env["DRAGOMAN_APERTIUM"] = "1"
     settings = Settings.from_env(env)
@@ -275,20 +291,41 @@ def main(argv: list[str] | None = None) -> int:
         f"{'httptools' if importlib.util.find_spec('httptools') else 'h11'} and "
         f"{'uvloop' if importlib.util.find_spec('uvloop') else 'asyncio'}"
     )
+    peer_urls: dict[str, str] = {}
+    if args.libretranslate:
+        peer_urls["LibreTranslate"] = args.libretranslate
+    stack = contextlib.ExitStack()
+    if args.peers:
+        peers = _peers.prepare(tmp / "peers", pack, source, target)
+        threads = (settings.engine.inter_threads, settings.engine.intra_threads)
+        peer_urls["LT default"] = stack.enter_context(
+            _peers.libretranslate(peers.python, peers.env("default", threads), [source, target])
+        )
+        peer_urls["LT matched"] = stack.enter_context(
+            _peers.libretranslate(
+                peers.python, peers.env("matched", threads), [source, target], threads=args.workers
+            )
+        )
+        print(
+            f"LibreTranslate 1.9.6 from {peers.python.parent.parent}: default settings, and matched "
+            f"(--threads {args.workers}, CTranslate2 inter_threads {threads[0]}, intra_threads {threads[1]})"
+        )
     proc, url = start_daemon(env, args.workers)
     try:
-        with Engine(settings) as engine:
+        with stack, Engine(settings) as engine:
 
             def call(text: str) -> object:
                 return engine.translate(text, TranslateOptions(target, source=source))
 
             in_process(call, 2, 1.0)  # warm-up: load the pack, start pipelines
             asyncio.run(over_http(url, 2, 1.0, body, {}))
+            for peer_url in peer_urls.values():
+                asyncio.run(over_http(peer_url, 2, 1.0, lt_body, {}))
 
-            def row(clients: int) -> tuple[int, Result, Result, Result | None, float, harness.Rounds]:
+            def row(clients: int) -> tuple[int, Result, Result, dict[str, Result], float, harness.Rounds]:
                 locals_: list[Result] = []
                 remotes: list[Result] = []
-                peers: list[Result] = []
+                others: dict[str, list[Result]] = {name: [] for name in peer_urls}
                 client_cpu = 0.0
 
                 def local_side() -> float:
@@ -305,17 +342,22 @@ def main(argv: list[str] | None = None) -> int:
                     client_cpu += time.process_time() - cpu0
                     return remotes[-1].rate
 
-                def lt_side() -> float:
-                    peers.append(asyncio.run(over_http(args.libretranslate, clients, step, lt_body, {})))
-                    return peers[-1].rate
+                def peer_side(name: str) -> Callable[[], float]:
+                    def run() -> float:
+                        others[name].append(
+                            asyncio.run(over_http(peer_urls[name], clients, step, lt_body, {}))
+                        )
+                        return others[name][-1].rate
+
+                    return run
 
                 sides: dict[str, Callable[[], float]] = {"in-process": local_side, "http": http_side}
-                if args.libretranslate:
-                    sides["libretranslate"] = lt_side
+                sides.update((name, peer_side(name)) for name in peer_urls)
                 times = harness.alternate_measured(sides, rounds)
                 local, remote = Result.merge(locals_), Result.merge(remotes)
                 client_ms = client_cpu / remote.done * 1000 if remote.done else float("nan")
-                return clients, local, remote, Result.merge(peers) if peers else None, client_ms, times
+                merged = {name: Result.merge(parts) for name, parts in others.items()}
+                return clients, local, remote, merged, client_ms, times
 
             rows = [row(clients) for clients in counts]
     finally:
@@ -327,9 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{'clients':>7} | {'in-process req/s':>22} {'p50 ms':>7} {'p99 ms':>7} {'CPU ms/req':>10} | "
         f"{'HTTP req/s':>22} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} {'daemon CPU ms/req':>17} "
         f"{'client CPU ms/req':>17} | {'overhead (range)':>18} {'HTTP path CPU ms/req':>20}"
-        + (" | LibreTranslate req/s p50 p99, ours/LT" if args.libretranslate else "")
     )
-    for clients, local, remote, lt, client_ms, times in rows:
+    for clients, local, remote, _, client_ms, times in rows:
         overhead = times.paired("http", "in-process", lambda h, loc: 1 - h / loc if loc else float("nan"))
         line = (
             f"{clients:>7} | {times.spread('in-process').text('.1f'):>22} {local.p50:>7.1f} "
@@ -338,12 +379,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{client_ms:>17.2f} | "
             f"{overhead.scaled(100).text('.0f', '%'):>18} {remote.cpu_ms - local.cpu_ms:>20.2f}"
         )
-        if lt is not None:
-            line += (
-                f" | {times.spread('libretranslate').text('.1f')} {lt.p50:.1f} {lt.p99:.1f} "
-                f"({lt.errors} errors), {harness.ratio_text(times.ratio('http', 'libretranslate'))}"
-            )
         print(line)
+    if peer_urls:
+        print("the same load on the peers, in the same rounds (ours: dragoman's daemon over HTTP):")
+        print(
+            f"{'clients':>7} {'peer':>14} | {'req/s':>22} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6} | "
+            "ours / peer"
+        )
+        for clients, _, _, others, _, times in rows:
+            for name, result in others.items():
+                print(
+                    f"{clients:>7} {name:>14} | {times.spread(name).text('.1f'):>22} {result.p50:>7.1f} "
+                    f"{result.p99:>7.1f} {result.errors:>6} | {harness.ratio_text(times.ratio('http', name))}"
+                )
     eight = [r[5] for r in rows if r[0] == 8]
     if eight:
         overhead = eight[0].paired("http", "in-process", lambda h, loc: 1 - h / loc if loc else float("nan"))

@@ -9,20 +9,27 @@
    call per text is dragoman's per-call overhead. The four alternate round by round.
 2. The first call (pack load included) vs the second (pack loaded once).
 3. Detection calls per second.
-4. Apertium through the engine: one short sentence on a warm pipeline (target: under 10 ms) and a batch of
-   lines vs one plain ``apertium eng-spa`` process over the same lines (target: at least 90% of it).
+4. Apertium through the engine: one short sentence on a warm pipeline (target: under 10 ms) and 1000
+   distinct lines (a repeat would be translated once, flattering the engine) vs one plain
+   ``apertium eng-spa`` process over the same lines (target: at least 90% of it).
+5. With ``--argos``: argostranslate's ``translate()`` on the same pack and texts, with its default
+   settings and with CTranslate2's threads matched to dragoman's, in the same rounds: the 64 texts as one
+   text (argos batches a text's sentences) against dragoman's batch, and one call per text against
+   dragoman's one call per text. Argos runs offline in its own virtualenv (``build/peers-venv``, made on
+   first use by ``benchmarks/_peers.py``, a few minutes).
 
 Every comparison alternates its sides round by round (A B C D A B C D ...) and prints medians with their
 min-max; a ratio is the median of the rounds' own ratios, with their range.
 
 Run: ``.venv/bin/python benchmarks/engine.py`` (about two minutes; the base-size pack takes most of it).
 ``--sizes tiny`` skips the base size; ``--rounds N`` sets how many alternated rounds are timed; ``--quick``
-is a smoke run (tiny pack, few rounds, 200 Apertium lines).
+is a smoke run (tiny pack, few rounds, 200 Apertium lines); ``--argos`` adds argostranslate.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import subprocess
 import sys
@@ -33,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as harness
+import _peers
 import ctranslate2
 import sentencepiece as spm
 
@@ -103,7 +111,7 @@ class RawCTranslate2:
         return [self.sp.decode(r.hypotheses[0]) for r in results]
 
 
-def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> None:
+def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool, argos: bool = False) -> None:
     started = time.perf_counter()
     pack = build_argos_pack(root / size / "translate-en_es", "en", "es", size=size)
     built = time.perf_counter() - started
@@ -155,11 +163,27 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
             for text in texts:
                 engine.translate(text, TranslateOptions("es", source="en"))
 
-        times = harness.alternate(
-            {"raw batch": raw_batch, "batch": batch, "raw single": raw_single, "single": single},
-            repeat,
-            warmup=1,
-        )
+        sides: dict[str, Callable[[], object]] = {
+            "raw batch": raw_batch,
+            "batch": batch,
+            "raw single": raw_single,
+            "single": single,
+        }
+        workers: dict[str, _peers.ArgosWorker] = {}
+        if argos:
+            peers = _peers.prepare(root / f"{size}-peers", pack, "en", "es")
+            threads = (settings.engine.inter_threads, settings.engine.intra_threads)
+            for kind in ("default", "matched"):
+                worker = workers[kind] = _peers.ArgosWorker(
+                    peers.python, peers.env(kind, threads), "en", "es"
+                )
+                sides[f"argos {kind} joined"] = functools.partial(worker.translate, texts, joined=True)
+                sides[f"argos {kind} single"] = functools.partial(worker.translate, texts)
+        try:
+            times = harness.alternate(sides, repeat, warmup=1)
+        finally:
+            for worker in workers.values():
+                worker.close()
         n = len(texts)
 
         def rate(name: str) -> str:
@@ -181,6 +205,19 @@ def bench_ctranslate2(root: Path, size: str, repeat: int, detection: bool) -> No
             f"dragoman per call over raw CTranslate2: {overhead.text('+.2f', ' ms')}; "
             f"{share.median - 1:+.1%} of a call (rounds {share.low - 1:+.1%} to {share.high - 1:+.1%})"
         )
+        if argos:
+            print(
+                "argostranslate translate(), same pack (its own decoding: beam 4, batches of 32 sentences; "
+                f"matched: inter_threads {threads[0]}, intra_threads {threads[1]}):"
+            )
+            for kind in ("default", "matched"):
+                joined, single_ = f"argos {kind} joined", f"argos {kind} single"
+                print(
+                    f"  {kind} settings: the 64 texts as one text {rate(joined)} -> dragoman's batch "
+                    f"{harness.ratio_text(times.ratio(joined, 'batch'))} faster; one call per text "
+                    f"{rate(single_)} -> dragoman's one call per text "
+                    f"{harness.ratio_text(times.ratio(single_, 'single'))} faster"
+                )
         if detection:
             sample = sentences(200)
             engine.detect(sample[0])
@@ -238,6 +275,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, dest="rounds", help=argparse.SUPPRESS)  # the old spelling
     parser.add_argument("--no-apertium", action="store_true", help="skip the Apertium figures")
+    parser.add_argument(
+        "--argos",
+        action="store_true",
+        help="also time argostranslate on the same packs (its venv is built under build/ on first use)",
+    )
     args = parser.parse_args(argv)
     chosen = harness.rounds_of(args)  # 0: each part's default
     sizes = [
@@ -246,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for i, size in enumerate(sizes):
-            bench_ctranslate2(root, size, chosen or ROUNDS.get(size, 3), detection=i == 0)
+            bench_ctranslate2(root, size, chosen or ROUNDS.get(size, 3), detection=i == 0, argos=args.argos)
         if not args.no_apertium:
             bench_apertium(root, chosen or 5, 200 if args.quick else 1000)
     return 0

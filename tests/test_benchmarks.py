@@ -24,8 +24,8 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "mcp.py")
 
 
-def _load_harness() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_bench_harness", BENCHMARKS / "_harness.py")
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"_bench{name}", BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
@@ -33,7 +33,8 @@ def _load_harness() -> ModuleType:
     return module
 
 
-harness = _load_harness()
+harness = _load("_harness")
+peers = _load("_peers")
 
 
 class FakeClock:
@@ -95,6 +96,12 @@ def test_a_bad_rounds_option_is_refused() -> None:
     done = _run_script("apertium.py", "--rounds", "0", timeout=60)
     assert done.returncode != 0
     assert "--rounds must be at least 1" in done.stderr
+
+
+def test_peers_need_a_ctranslate2_pack() -> None:
+    done = _run_script("daemon.py", "--peers", timeout=60)  # the default pack is Apertium
+    assert done.returncode == 2
+    assert "--peers needs a CTranslate2 pack" in done.stderr
 
 
 # --- alternation -----------------------------------------------------------------------------------------
@@ -239,6 +246,25 @@ def test_repeated_lines_are_caught() -> None:
         harness.assert_unique(["a", "b", "a"])
 
 
+# --- the peers' environment --------------------------------------------------------------------------------
+
+
+def test_peer_environment_is_offline_and_isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARGOS_INTER_THREADS", "7")  # the caller's own Argos settings do not leak in
+    setup = peers.Peers(tmp_path / "python", tmp_path / "packages", tmp_path / "home")
+    default = setup.env("default", (2, 1))
+    assert default["ARGOS_CHUNK_TYPE"] == "SPACY"
+    assert default["ARGOS_PACKAGES_DIR"] == str(tmp_path / "packages")
+    assert default["HOME"] == str(tmp_path / "home")
+    assert default["XDG_CACHE_HOME"].startswith(str(tmp_path / "home"))
+    assert "ARGOS_INTER_THREADS" not in default and "ARGOS_INTRA_THREADS" not in default
+    assert not any(name.startswith("DRAGOMAN_") for name in default)
+    matched = setup.env("matched", (2, 1))
+    assert (matched["ARGOS_INTER_THREADS"], matched["ARGOS_INTRA_THREADS"]) == ("2", "1")
+    with pytest.raises(ValueError):
+        setup.env("fast", (2, 1))
+
+
 # --- quick smoke runs (slow: they really translate) ------------------------------------------------------
 
 
@@ -275,3 +301,11 @@ def test_daemon_quick_run() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "target (HTTP overhead" not in done.stdout  # no row of 8 clients asked for
     assert " | " in done.stdout.splitlines()[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (BENCHMARKS.parent / "build" / "peers-venv").is_dir(), reason="no peers venv built")
+def test_engine_quick_run_with_argos() -> None:
+    done = _run_script("engine.py", "--quick", "--rounds", "1", "--no-apertium", "--argos", timeout=280)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "matched settings" in done.stdout and "default settings" in done.stdout
