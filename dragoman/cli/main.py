@@ -397,7 +397,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         settings = Settings.from_env()
-        return int(args.func(args, settings))
+        from dragoman.documents import partials
+
+        # temporaries a killed dragoman left are removed; SIGTERM/SIGINT remove the ones being written
+        partials.startup(settings.local.state_dir, also=[settings.local.glossary_path.parent])
+        with partials.handle_signals():
+            return int(args.func(args, settings))
     except DragomanError as exc:
         if getattr(args, "json", False):
             print(json.dumps(exc.to_dict(), ensure_ascii=False), file=sys.stderr)

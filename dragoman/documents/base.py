@@ -15,12 +15,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from dragoman.documents import partials
 from dragoman.errors import DocumentFormatError, FileTooLarge, InvalidRequest
 from dragoman.limits import MAX_FILE_BYTES
 from dragoman.progress import ProgressCallback
@@ -111,45 +112,121 @@ def read_head(path: Path, size: int = 8192) -> bytes:
         return handle.read(size)
 
 
+@dataclass(frozen=True)
+class _Staged:
+    """A complete temporary waiting for its rename."""
+
+    partial: Path
+    destination: Path
+    overwrite: bool
+    new_mode: int  # the mode a new file gets here (0o666 less the umask)
+
+
+@dataclass
+class _OutputGroup:
+    """The files written under one outer :func:`atomic_output`: its own and those written inside it."""
+
+    extras: list[_Staged] = field(default_factory=list)
+
+    def commit(self, main: _Staged) -> None:
+        """Rename every file into place, or none: exports that do not replace a file go first (so they can
+        be taken back if the main output cannot be placed), then the main output, then the others."""
+        placed: list[Path] = []
+        try:
+            for extra in self.extras:
+                if not extra.overwrite:
+                    _place(extra)
+                    placed.append(extra.destination)
+            _place(main)
+            for extra in self.extras:
+                if extra.overwrite:
+                    _place(extra)
+        except BaseException:
+            for destination in placed:
+                with contextlib.suppress(OSError):
+                    destination.unlink()
+            raise
+
+    def discard(self) -> None:
+        for extra in self.extras:
+            partials.discard(extra.partial)
+
+
+#: The group of the :func:`atomic_output` being written on this thread, if any.
+_GROUP: ContextVar[_OutputGroup | None] = ContextVar("dragoman_output_group", default=None)
+
+
+def _place(staged: _Staged) -> None:
+    """Give ``staged`` its mode and its name; without overwrite, never over a file that appeared meanwhile."""
+    partial, destination = staged.partial, staged.destination
+    os.chmod(
+        partial, partials.mode_for(destination, staged.new_mode) if staged.overwrite else staged.new_mode
+    )
+    if staged.overwrite:
+        os.replace(partial, destination)
+    else:
+        try:
+            os.link(partial, destination)  # atomic, and fails if the name was taken meanwhile
+        except FileExistsError as exc:
+            raise InvalidRequest(f"{destination} appeared while translating; not overwritten") from exc
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+            if destination.exists():  # no hard links here (FAT, some mounts): check, then rename
+                raise InvalidRequest(f"{destination} exists; not overwritten") from exc
+            os.replace(partial, destination)
+    partials.discard(partial)  # the hard link's other name (gone already after a rename)
+
+
 @contextlib.contextmanager
 def atomic_output(destination: Path, *, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary path beside ``destination``; on success it is renamed into place.
 
-    The temporary file is removed on any failure, so nothing half-written is ever left. Without
+    The temporary file is removed on any failure, so nothing half-written is ever left (a process killed
+    outright leaves a temporary that the next start removes: :mod:`dragoman.documents.partials`). Without
     ``overwrite`` an existing destination is refused, and checked again at the rename (``os.link`` fails
-    if another writer got there first).
+    if another writer got there first). A new file gets the umask's mode; a file overwritten keeps its mode.
+
+    Called inside another ``atomic_output`` on the same thread (a PDF's DOCX export inside the PDF's
+    output), the file is not placed when its block ends but with the outer one's: both or neither.
     """
     destination = destination.absolute()
+    if destination.is_dir():  # even with overwrite: a folder is never replaced by a file
+        raise InvalidRequest(
+            f"{destination} is a folder; name the file to write, such as {destination}/NAME.EXT"
+        )
+    if destination.exists() and not destination.is_file():
+        raise InvalidRequest(
+            f"{destination} is not a regular file (a device, pipe or socket); name a file to write"
+        )
     if destination.exists() and not overwrite:
         raise InvalidRequest(
             f"{destination} already exists; pass overwrite=true to replace it, or choose another output path"
         )
     destination.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{destination.stem}.", suffix=f".part{destination.suffix}", dir=destination.parent
-    )
-    os.close(fd)
-    tmp = Path(tmp_name)
+    tmp = partials.create(destination)
+    outer = _GROUP.get()
+    group = _OutputGroup() if outer is None else None
+    token = _GROUP.set(group) if group is not None else None
+    handed = False
     try:
+        staged = _Staged(tmp, destination, overwrite, partials.created_mode(tmp))
         yield tmp
         with tmp.open("rb") as written:  # on disk before it gets its name
             os.fsync(written.fileno())
-        if overwrite:
-            os.replace(tmp, destination)
+        if outer is not None:
+            outer.extras.append(staged)
+            handed = True
         else:
-            try:
-                os.link(tmp, destination)  # atomic, and fails if the name was taken meanwhile
-            except FileExistsError as exc:
-                raise InvalidRequest(f"{destination} appeared while translating; not overwritten") from exc
-            except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                    raise
-                if destination.exists():  # no hard links here (FAT, some mounts): check, then rename
-                    raise InvalidRequest(f"{destination} exists; not overwritten") from exc
-                os.replace(tmp, destination)
+            assert group is not None
+            group.commit(staged)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+        if token is not None:
+            _GROUP.reset(token)
+        if group is not None:
+            group.discard()
+        if not handed:
+            partials.discard(tmp)
 
 
 def unsupported(path: Path, detected: str, supported: Sequence[str]) -> DocumentFormatError:

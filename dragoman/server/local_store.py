@@ -10,10 +10,12 @@ The file is JSON: ``{"version": 1, "entries": [{"term", "translation", "caseSens
 "target"}]}`` (``source``/``target`` are FLORES codes or null for "any"). It is only ever replaced whole and
 atomically (a temporary file in the same directory, fsync, ``os.replace``), and every change is made under
 an exclusive ``fcntl.flock`` on ``<file>.lock`` next to it plus a thread lock, so front doors in several
-processes adding at once lose nothing. The lock file is left in place on purpose (deleting it would let
-two writers lock different files). A file that cannot be read or parsed raises :class:`GlossaryFileError`
-naming it; it is never reset or overwritten. Reads are cached by (inode, mtime_ns, size): an unchanged file
-is not parsed again, a change made by another process is seen on the next call.
+processes adding at once lose nothing. A symlinked file is written through the link (the file it points at
+is replaced, and locked, there), so the link stays a link. The lock file is left in place on purpose
+(deleting it would let two writers lock different files). A file that cannot be read or parsed raises
+:class:`GlossaryFileError` naming it; it is never reset or overwritten. Reads are cached by (inode,
+mtime_ns, size): an unchanged file is not parsed again, a change made by another process is seen on the
+next call.
 
 Limits: the file may hold more than :data:`MAX_GLOSSARY_ENTRIES` entries in total (scoped to different
 pairs), but :meth:`GlossaryStore.add` refuses, with :class:`LimitExceeded`, to grow the set that applies to
@@ -28,12 +30,12 @@ import dataclasses
 import json
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from dragoman.documents import partials
 from dragoman.errors import GlossaryFileError, LimitExceeded, UnknownLanguage
 from dragoman.languages import catalogue as languages
 from dragoman.limits import MAX_GLOSSARY_ENTRIES
@@ -120,7 +122,6 @@ class GlossaryStore:
 
     def __init__(self, path: Path) -> None:
         self._path = Path(path)
-        self._lock_path = self._path.with_name(self._path.name + ".lock")
         self._thread_lock = threading.Lock()
         self._cache_lock = threading.Lock()
         self._cache: tuple[tuple[int, int, int], tuple[GlossaryEntry, ...]] | None = None
@@ -263,8 +264,9 @@ class GlossaryStore:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            with self._thread_lock, _file_lock(self._lock_path):
+            target = self._target()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with self._thread_lock, _file_lock(target.with_name(target.name + ".lock")):
                 yield
         except OSError as exc:
             raise GlossaryFileError(
@@ -272,25 +274,31 @@ class GlossaryStore:
                 "directory's permissions and free space, or set DRAGOMAN_GLOSSARY to another path"
             ) from exc
 
+    def _target(self) -> Path:
+        """The file actually written: the configured path with symlinks followed, so a linked glossary (kept
+        in a dotfiles repository, say) is updated where it lives and the link stays a link."""
+        return Path(os.path.realpath(self._path))
+
     def _write(self, entries: Sequence[GlossaryEntry]) -> None:
-        """Replace the file atomically; on any failure the previous file stays as it was."""
+        """Replace the file atomically; on any failure the previous file stays as it was. A new file gets
+        the umask's mode, an existing one keeps its mode; a temporary left by a killed process is removed
+        by the next start (:mod:`dragoman.documents.partials`)."""
         doc = {"version": FILE_VERSION, "entries": [_to_json(e) for e in entries]}
         data = (json.dumps(doc, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-        fd, tmp_name = tempfile.mkstemp(dir=self._path.parent, prefix=f".{self._path.name}.", suffix=".tmp")
+        target = self._target()
+        tmp = partials.create(target)
         try:
-            with os.fdopen(fd, "wb") as f:
+            new_mode = partials.created_mode(tmp)
+            with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
-            with contextlib.suppress(FileNotFoundError):
-                os.chmod(tmp_name, os.stat(self._path).st_mode & 0o777)
-            os.replace(tmp_name, self._path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp_name)
-            raise
-        _fsync_dir(self._path.parent)
-        st = os.stat(self._path)
+            os.chmod(tmp, partials.mode_for(target, new_mode))
+            os.replace(tmp, target)
+        finally:
+            partials.discard(tmp)
+        _fsync_dir(target.parent)
+        st = os.stat(target)
         with self._cache_lock:
             self._cache = ((st.st_ino, st.st_mtime_ns, st.st_size), tuple(entries))
 

@@ -33,6 +33,11 @@ def _terms(entries: tuple[E, ...]) -> list[str]:
     return [e.term for e in entries]
 
 
+def _leftovers(path: Path) -> list[str]:
+    """Anything in the glossary's folder besides the file and its lock (a temporary left behind)."""
+    return sorted(p.name for p in path.parent.iterdir() if p.name not in (path.name, path.name + ".lock"))
+
+
 # ----- the store ----------------------------------------------------------------------------------
 def test_missing_file_is_empty_and_not_created(store: GlossaryStore, path: Path) -> None:
     assert store.load() == () and store.for_pair(EN, FR) == ()
@@ -59,7 +64,7 @@ def test_round_trip_and_file_format(store: GlossaryStore, path: Path) -> None:
         E("GPU", "GPU", case_sensitive=True),
         E("cloud", "nuage", source=EN, target=FR),
     )
-    assert not list(path.parent.glob("*.tmp"))
+    assert _leftovers(path) == []
 
 
 def test_scoping(store: GlossaryStore) -> None:
@@ -109,7 +114,7 @@ def test_failed_replace_keeps_old_file(
     assert str(path) in err.value.message
     monkeypatch.undo()
     assert path.read_bytes() == original
-    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    assert _leftovers(path) == []
     assert GlossaryStore(path).load() == (E("keep", "me"),)
     assert store.load() == (E("keep", "me"),)
 
@@ -252,3 +257,53 @@ def test_resolve_gives_the_request_its_own_glossary_or_the_file(store: GlossaryS
     assert store.resolve([]) == ()  # []: no glossary at all
     own = [E("mine", "only")]
     assert store.resolve(own) == tuple(own)
+
+
+# ----- a symlinked glossary file (issue 9, item 9) -------------------------------------------------
+def test_a_symlinked_file_is_written_through_the_link(tmp_path: Path) -> None:
+    """A glossary kept elsewhere (a dotfiles repository) and linked in: every write replaces the file the
+    link points at, atomically, and the link stays a link (it used to become a plain file)."""
+    target = tmp_path / "dotfiles" / "glossary.json"
+    target.parent.mkdir()
+    GlossaryStore(target).add([E("old", "viejo")])
+    link = tmp_path / "config" / "glossary.json"
+    link.parent.mkdir()
+    link.symlink_to(Path("..") / "dotfiles" / "glossary.json")  # relative, as dotfile managers make them
+    store = GlossaryStore(link)
+    store.add([E("new", "nuevo")])
+    assert store.remove(["old"]) == 1
+    store.add([E("third", "tercero")], source=EN, target=FR)
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert _terms(GlossaryStore(target).load()) == ["new", "third"]
+    assert _terms(store.load()) == ["new", "third"]
+    assert _leftovers(target) == [] and sorted(p.name for p in link.parent.iterdir()) == ["glossary.json"]
+
+
+def test_a_dangling_symlink_creates_its_target(tmp_path: Path) -> None:
+    target = tmp_path / "dotfiles" / "glossary.json"
+    target.parent.mkdir()
+    link = tmp_path / "glossary.json"
+    link.symlink_to(target)
+    GlossaryStore(link).add([E("a", "b")])
+    assert link.is_symlink() and _terms(GlossaryStore(target).load()) == ["a"]
+
+
+def test_writers_through_the_link_and_to_the_target_share_one_lock(tmp_path: Path) -> None:
+    """One process names the link, another the file itself: both lock beside the real file, so neither
+    loses the other's entries."""
+    target = tmp_path / "dotfiles" / "glossary.json"
+    target.parent.mkdir()
+    link = tmp_path / "glossary.json"
+    link.symlink_to(target)
+    stores = [GlossaryStore(link), GlossaryStore(target)]
+
+    def add(i: int) -> None:
+        stores[i % 2].add([E(f"term{i}", f"t{i}")])
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(_terms(GlossaryStore(target).load())) == sorted(f"term{i}" for i in range(20))
+    assert link.is_symlink()

@@ -9,6 +9,8 @@ On Unix pipes and sockets the wire is read and written from the event loop direc
 descriptors), rather than through a worker thread per line as the SDK's default transport does: every thread
 hop costs a wake-up, and a short ``translate`` round trip should cost the protocol well under 3 ms. Other
 kinds of descriptors (a regular file, a terminal, Windows) go through the SDK's transport unchanged.
+
+While serving, SIGTERM and SIGINT remove the files being written before they end the process.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from dragoman.documents import partials
 from dragoman.server.mcp import _sdk
 
 #: Bytes read from the wire per system call.
@@ -112,7 +115,18 @@ def _claim_std_fds() -> Any:
 
 @contextlib.asynccontextmanager
 async def stdio_streams() -> AsyncIterator[_sdk.Streams]:
-    """The SDK's read/write streams over the real stdin/stdout, with every other writer sent to stderr."""
+    """The SDK's read/write streams over the real stdin/stdout, with every other writer sent to stderr.
+
+    While they are open, SIGTERM and SIGINT first remove the files this process is half-way through writing
+    (hosts send SIGTERM about two seconds after closing stdin, then kill): see
+    :func:`dragoman.documents.partials.handle_signals`."""
+    with partials.handle_signals():
+        async with _streams() as streams:
+            yield streams
+
+
+@contextlib.asynccontextmanager
+async def _streams() -> AsyncIterator[_sdk.Streams]:
     if not (_pollable(0) and _pollable(1)):
         # The SDK claims and diverts the descriptors itself; it must see the real sys.stdout to do so.
         async with _sdk.stdio_transport() as streams:

@@ -539,6 +539,11 @@ async def serve_stdio(server: MCPServer[ServerState]) -> None:
 
 def serve(settings: Settings | None = None) -> None:
     """Serve MCP on stdin/stdout until the client closes the connection."""
+    from dragoman.documents import partials
+
+    settings = settings or Settings.from_env()
+    # temporaries left by a dragoman killed mid-write (kill -9, a host's SIGKILL) are removed first
+    partials.startup(settings.local.state_dir, also=[settings.local.glossary_path.parent])
     server = build_server(settings)
     log.info("dragoman MCP server %s on stdio (pid %d)", __version__, os.getpid())
     with contextlib.suppress(KeyboardInterrupt):
