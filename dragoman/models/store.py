@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic
 
-from dragoman.errors import PackInstallError, PackIntegrityError, PackNotInstalled
+from dragoman.errors import PackInstallError, PackIntegrityError, PackNotInstalled, PackUnsafe
 from dragoman.models.kind import I, M, ModelKind
 from dragoman.progress import ProgressCallback
 
@@ -46,6 +47,7 @@ log = logging.getLogger("dragoman.models.store")
 Broken = list[tuple[Path, str]]
 
 INSTALL_RECORD = ".dragoman-install.json"
+MAX_RECORD_BYTES = 64 * 1024 * 1024  # a record lists each file's sha256: about 100 bytes a file
 STAGING_DIR = ".staging"
 TRASH_PREFIX = ".trash-"
 #: A staging folder while its install runs (locked by that process) and for the instant before it is locked.
@@ -95,6 +97,12 @@ class InstallRecord:
         files = data["files"]
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
             raise PackIntegrityError(f"{where}: 'files' must map relative paths to sha256 strings")
+        outside = [k for k in files if not _inside_path(k)]
+        if outside:
+            raise PackUnsafe(
+                f"{where}: 'files' names {outside[0]!r}, outside the model (absolute or with '..'); "
+                "the record was not written by dragoman"
+            )
         sha = data.get("archive_sha256")
         return cls(
             model_id=str(data.get("pack_id", "")),
@@ -112,15 +120,33 @@ def read_record(model_dir: Path) -> InstallRecord | None:
     """The install record of a model directory, or None when it has none (a model copied by hand)."""
     path = model_dir / INSTALL_RECORD
     try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
+            raise PackIntegrityError(
+                f"{path} is not an install record (not a file, or over {MAX_RECORD_BYTES} bytes)"
+            )
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise PackIntegrityError(f"{path} cannot be read: {exc}") from exc
     try:
         return InstallRecord.from_json(json.loads(text), path)
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:
         raise PackIntegrityError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def _inside_path(rel: str) -> bool:
+    """Whether a path of an install record stays inside its model: relative, no '..', no drive, no NUL."""
+    normal = rel.replace("\\", "/")
+    parts = normal.split("/")
+    return (
+        bool(rel)
+        and "\0" not in rel
+        and not normal.startswith("/")
+        and ":" not in parts[0]
+        and ".." not in parts
+    )
 
 
 def write_record(model_dir: Path, record: InstallRecord) -> None:

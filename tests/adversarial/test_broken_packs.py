@@ -368,6 +368,20 @@ def test_install_from_a_directory_refuses_a_link_outside_it(tmp_path: Path, tiny
     assert not (settings.engine.packs_dir / "argos-en-es" / "LICENSE").is_symlink()
 
 
+@pytest.mark.parametrize("rel", ["/etc/hostname", "../../outside.txt", "model/../../../x", "C:/x"])
+def test_verify_never_reads_outside_the_pack_an_install_record_names(
+    rel: str, tmp_path: Path, tiny_argos_pack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(tmp_path / "packs")})
+    install(tiny_argos_pack, settings)
+    record = settings.engine.packs_dir / "argos-en-es" / store_mod.INSTALL_RECORD
+    data = json.loads(record.read_text())
+    data["files"][rel] = "0" * 64
+    record.write_text(json.dumps(data))
+    with pytest.raises(PackUnsafe, match="outside the model"):
+        PackStore(settings).verify("argos-en-es")
+
+
 def _tar_with(dest: Path, pack: Path, extra: Callable[[tarfile.TarFile], None]) -> Path:
     with tarfile.open(dest, "w:gz") as tf:
         tf.add(pack, arcname="pack")
