@@ -6,8 +6,10 @@ A format handler reads a file, collects its translatable texts with their places
 the translated file to the path it is given. That path is a temporary file beside the final one
 (:func:`atomic_output`, used by the translate-file pipeline): it is renamed into place only when the
 handler returns, and removed when it raises. Extra outputs (a DOCX export, a rendered image) go through
-``atomic_output`` too. Handlers never talk to the engine directly, so they are tested with a fake
-translator.
+``atomic_output`` too; written inside the main output's, they are placed together with it, or not at all.
+Temporaries are named so that one left by a killed process is found and removed
+(:mod:`dragoman.documents.partials`). Handlers never talk to the engine directly, so they are tested with a
+fake translator.
 """
 
 from __future__ import annotations
