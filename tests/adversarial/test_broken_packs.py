@@ -139,6 +139,7 @@ BREAKERS: dict[str, Callable[[Path, Path], object]] = {
     "model.bin missing": lambda p, o: (p / "model" / "model.bin").unlink(),
     "sentencepiece missing": lambda p, o: (p / "sentencepiece.model").unlink(),
     "dangling link": lambda p, o: (p / "notes.txt").symlink_to(p / "nowhere"),
+    "link loop": lambda p, o: (p / "loop").symlink_to(p / "loop"),
     # contents reaching outside the pack
     "LICENSE links outside": lambda p, o: (p / "LICENSE").symlink_to(_secret(o)),
     "model folder links outside": _model_links_out,
@@ -340,6 +341,27 @@ def test_a_broken_pack_never_routes_and_the_good_one_does(many_broken: list[Path
     with Engine(Settings.from_env()) as engine:
         assert sorted(engine.installed_pairs()) == [("eng_Latn", "spa_Latn")]
         assert [p.id for p in engine.packs()] == ["argos-en-es"]
+
+
+def test_an_unreadable_folder_makes_its_pack_broken_not_the_store(
+    good_env: Path, tiny_argos_pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pack = good_env / "translate-en_fr"
+    shutil.copytree(tiny_argos_pack, pack)
+    locked = pack / "model"
+    real_scandir = os.scandir
+
+    def scandir(
+        path: object = ".",
+    ) -> object:  # as a folder without read permission answers (tests run as root)
+        if Path(str(path)) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    store = PackStore(Settings.from_env())
+    assert [m.id for m, _ in store.installed()] == ["argos-en-es"]
+    assert [(p.name, "Permission denied" in why) for p, why in store.broken()] == [("translate-en_fr", True)]
 
 
 def test_links_inside_a_pack_are_fine(good_env: Path) -> None:
