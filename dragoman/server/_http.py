@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, Send
@@ -286,14 +286,21 @@ def body_too_large(size: int | None = None) -> BodyTooLarge:
 
 
 async def read_body(request: Request, limit: int = MAX_LOCAL_BODY_BYTES) -> bytes:
-    """The body, counted while it streams in (chunked bodies have no Content-Length): 413 past ``limit``."""
+    """The body, counted while it streams in (chunked bodies have no Content-Length): 413 past ``limit``;
+    a client that leaves before the body ends is a 400 (nobody reads it, but the log says what happened
+    instead of showing a traceback). Its JSON is read by :func:`dragoman.server._json.loads` (400s only)."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise body_too_large()
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise body_too_large()
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise InvalidRequest(
+            f"the client closed the connection after {size} bytes, before the body ended; send it whole"
+        ) from exc
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 

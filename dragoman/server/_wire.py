@@ -14,7 +14,6 @@ schema states them for generated clients, as it states the term length the engin
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Self
 
@@ -23,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dragoman.errors import DragomanError, InvalidRequest, LimitExceeded
 from dragoman.languages.types import Language
 from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS, Provenance, Tier
+from dragoman.server import _json as strict_json
 from dragoman.translation.types import GlossaryEntry, TranslationResult
 
 __all__ = [
@@ -224,12 +224,7 @@ def parse_translate(body: bytes) -> TranslateRequest:
     """The request of ``POST /translate``, or :class:`InvalidRequest` (:class:`LimitExceeded`) saying why."""
     if not body.strip():
         raise InvalidRequest(f"the body is empty; send a JSON object such as {_EXAMPLE}")
-    try:
-        data = json.loads(body)
-    except ValueError as exc:  # JSONDecodeError, or bytes that are not UTF-8/16/32
-        raise InvalidRequest(
-            f"the body is not valid JSON ({exc}); send a JSON object such as {_EXAMPLE}"
-        ) from exc
+    data = strict_json.loads(body, example=_EXAMPLE)  # deep nesting, NaN, duplicate keys: 400 too
     if not isinstance(data, dict):
         raise InvalidRequest(
             f"the body must be a JSON object, got {type(data).__name__}; for example {_EXAMPLE}"
