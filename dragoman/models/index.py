@@ -9,8 +9,11 @@ objects such as::
 
 ``code`` is missing from old entries (it is then ``translate-{from}_{to}``); a checksum, when an entry
 carries one (``sha256``, or ``checksum`` as ``"sha256:HEX"`` or bare hex), is checked on download.
-Names that select a package: the package code (``translate-en_es``) or a pair (``en->es``, ``en→es``,
-where each side may also be any code or name :func:`dragoman.languages.catalogue.resolve` knows).
+Names that select a package: the package code (``translate-en_es``) or a pair: ``en:es``, the spelling every
+message suggests, as it survives a shell unquoted (``en->es`` is a redirect there); ``en->es``, ``en→es``
+and ``en=>es`` (quoted) are read too. Each side may be any code or name
+:func:`dragoman.languages.catalogue.resolve` knows, BCP-47 tags such as ``pt-BR`` included (hence no ``-``
+separator).
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ INDEX_TIMEOUT_SECONDS = 30.0  # per read
 INDEX_DEADLINE_SECONDS = 60.0
 MAX_INDEX_BYTES = 16 * 1024 * 1024
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
-_PAIR = re.compile(r"^\s*([^\s>→]+?)\s*(?:->|→|=>)\s*([^\s>→]+)\s*$")
+# no ':', '/' or backslash in a side: a URL (https://...) or a Windows path (C:\\...) is no pair
+_PAIR = re.compile(r"^\s*([^\s>→:/\\]+?)\s*(?::|->|→|=>)\s*([^\s>→:/\\]+)\s*$")
 _CODE = re.compile(r"^translate-[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$", re.IGNORECASE)
 
 
@@ -57,7 +61,7 @@ class IndexEntry:
 
     @property
     def pair(self) -> str:
-        return f"{self.from_code}->{self.to_code}"
+        return f"{self.from_code}:{self.to_code}"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -214,7 +218,7 @@ def _same_language(a: str, b: str) -> bool:
 
 
 def pick(entries: list[IndexEntry], name: str, *, where: str = "the Argos index") -> IndexEntry:
-    """The newest entry ``name`` selects (a package code or ``src->tgt``); InvalidRequest if none."""
+    """The newest entry ``name`` selects (a package code or ``src:tgt``); InvalidRequest if none."""
     entries = [e for e in entries if e.type == "translate"]
     wanted = name.strip()
     pair = _PAIR.match(wanted)
@@ -231,6 +235,6 @@ def pick(entries: list[IndexEntry], name: str, *, where: str = "the Argos index"
         f"packages from {src}: {', '.join(nearby)}" if nearby else f"{len(newest(entries))} packages listed"
     )
     raise InvalidRequest(
-        f"no package {wanted!r} in {where} ({hint}); name one as translate-xx_yy or xx->yy, see "
+        f"no package {wanted!r} in {where} ({hint}); name one as translate-xx_yy or xx:yy, see "
         "`dragoman packs available`, or install a file or URL with `dragoman packs install PATH_OR_URL`"
     )

@@ -2,7 +2,7 @@
 status info.
 
 The kind supplies what is particular to packs (:func:`dragoman.models.manifest.read_manifest` as the
-structural check, :class:`PackInfo` as the info, the Argos index for names like ``en->es``); storing,
+structural check, :class:`PackInfo` as the info, the Argos index for names like ``en:es``); storing,
 installing, verifying and removing are the generic code of :mod:`dragoman.models.store` and
 :mod:`dragoman.models.install`. The on-disk layout is the one packs have always had: ``<packs_dir>/<id>``.
 """
@@ -74,7 +74,7 @@ def argos_index(settings: Settings) -> ModelIndex:
         return Download(entry.links, entry.sha256)
 
     return ModelIndex(
-        names="an index name (translate-en_es, en->es)",
+        names="an index name (translate-en_es, en:es)",
         listing="dragoman packs available",
         matches=is_index_name,
         resolve=resolve,

@@ -278,7 +278,7 @@ class Engine:
         raise UnsupportedPair(
             f"no installed pack translates {source}->{target}, directly or through a pivot; "
             f"installed pairs: {shown}{more}. Install one with `dragoman packs install "
-            f"{get(source).bcp47}->{get(target).bcp47}` (Argos index), or a multilingual pack "
+            f"{get(source).bcp47}:{get(target).bcp47}` (Argos index), or a multilingual pack "
             "(NLLB-200) with `dragoman packs install PATH_OR_URL`; "
             "`dragoman packs available` lists the index."
         )

@@ -284,13 +284,15 @@ def test_newest_and_pick() -> None:
         ("translate-en_es", "1.10"),
     ]
     assert pick(entries, "translate-en_es").version == "1.10"
-    assert pick(entries, "en->es").version == "1.10"
+    assert pick(entries, "en:es").version == "1.10"  # the spelling messages suggest: safe in a shell
+    assert pick(entries, "en-US:es").version == "1.10"  # a BCP-47 side keeps its "-"
+    assert pick(entries, "en->es").version == "1.10"  # the old spelling, quoted, still works
     assert pick(entries, "en → es").version == "1.10"
     assert pick(entries, "eng_Latn->spa_Latn").version == "1.10"  # FLORES codes resolve to the index's
     assert pick(entries, "de->en").code == "translate-de_en"
     with pytest.raises(InvalidRequest) as info:
         pick(entries, "en->ja")
-    assert "packages from en: en->es" in info.value.message
+    assert "packages from en: en:es" in info.value.message and "xx:yy" in info.value.message
     with pytest.raises(InvalidRequest):
         pick(entries, "en->en")  # the sbd package is not a translation package
 
@@ -299,8 +301,12 @@ def test_newest_and_pick() -> None:
     ("text", "expected"),
     [
         ("translate-en_es", True),
+        ("en:es", True),
+        ("eng_Latn:spa_Latn", True),
         ("en->es", True),
         ("en→es", True),
+        ("en-es", False),  # ambiguous: BCP-47 tags hold '-'
+        ("C:\\packs\\x.zip", False),
         ("pack.argosmodel", False),
         ("/tmp/x.tar.gz", False),
         ("https://example.com/a.zip", False),
