@@ -252,6 +252,14 @@ class HeadersTooLarge(GateRefusal):
     code = "headers_too_large"
 
 
+class FileAccessError(DragomanError):
+    """A file or folder the work needs cannot be read or written (permission denied, no space left, a
+    read-only file system, a folder where a file belongs); the message names it and says what to do."""
+
+    status = 500
+    code = "file_access"
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""
@@ -269,7 +277,20 @@ def _file_system(exc: OSError) -> str:
         return "read-only file system" + where
     if exc.errno in (errno.ENOENT, errno.ENOTDIR):
         return "no such file or directory" + (where or f": {exc}")
+    if exc.errno == errno.EISDIR:
+        return "a folder where a file belongs" + where
+    if exc.errno == errno.EEXIST:
+        return "already exists" + where
+    if exc.errno == errno.EFBIG:
+        return "file too large for its file system" + where
+    if exc.errno == errno.ENAMETOOLONG:
+        return "file name too long" + where
     return str(exc)
+
+
+def file_error(exc: OSError, context: str, *, hint: str = "") -> FileAccessError:
+    """Our error for the file system's ``exc``, worded by errno: ``context`` leads, ``hint`` ends it."""
+    return FileAccessError(f"{context}: {_file_system(exc)}" + (f"; {hint}" if hint else ""))
 
 
 def _classify(exc: BaseException, error: type[DragomanError]) -> tuple[type[DragomanError], str] | None:

@@ -161,3 +161,35 @@ def test_ocr_prints_the_translation(capsys: pytest.CaptureFixture[str], tmp_path
     assert code == 0 and "house" in data["extracted_text"] and data["output_path"] is None
     if HAVE_APERTIUM:
         assert "casa" in data["translated_text"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbose"),
+    [
+        (["mcp", "-v"], True),  # issue 9, item 9: was refused
+        (["mcp", "--verbose"], True),
+        (["-v", "mcp"], True),  # the subcommand's flag must not reset the one before it
+        (["mcp"], False),
+        (["translate", "Hi", "--to", "es", "-v"], True),
+        (["packs", "list", "-v"], True),
+        (["-v", "packs", "list"], True),
+    ],
+)
+def test_verbose_before_or_after_the_command(argv: list[str], verbose: bool) -> None:
+    from dragoman.cli.main import build_parser
+
+    assert build_parser().parse_args(argv).verbose is verbose
+
+
+def test_an_unsupported_pair_suggests_a_pair_a_shell_keeps(
+    capsys: pytest.CaptureFixture[str],
+    packs_dir: Path,
+    tiny_argos_pack: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`dragoman packs install en->ja` pasted in a shell writes to a file named `ja`; `en:ja` is safe."""
+    monkeypatch.setenv("DRAGOMAN_APERTIUM", "0")
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    code, _, err = run(capsys, "translate", "Hello.", "--to", "ja", "--from", "en")
+    assert code == 2 and "`dragoman packs install en:ja`" in err
+    assert "->ja`" not in err

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -13,7 +15,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from dragoman import __version__
-from dragoman.errors import DragomanError, InvalidRequest
+from dragoman.errors import DragomanError, InvalidRequest, file_error, map_exception
 from dragoman.progress import JobContext, ProgressCallback
 from dragoman.settings import Settings
 
@@ -29,10 +31,19 @@ def _print_json(data: Any) -> None:
 
 def _text_arg(args: argparse.Namespace) -> str:
     if args.text is not None and args.text != "-":
-        return str(args.text)
-    if sys.stdin.isatty():
+        text, where = str(args.text), "the text argument"
+    elif sys.stdin.isatty():
         raise InvalidRequest("give the text as an argument, or pipe it on standard input")
-    return sys.stdin.read()
+    else:
+        text, where = sys.stdin.read(), "standard input"
+    try:  # bytes that are not UTF-8 arrive as lone surrogates (surrogateescape), which no model can take
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidRequest(
+            f"{where} is not UTF-8 text (an undecodable byte at character {exc.start}); convert it to UTF-8, "
+            "for example with iconv -f latin1 -t utf-8"
+        ) from None
+    return text
 
 
 def _engine(settings: Settings) -> Any:
@@ -267,7 +278,7 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
             _print_json([asdict(e) for e in entries])
         else:
             for entry in entries:
-                print(f"{entry.from_code}->{entry.to_code}\tv{entry.version}\t{entry.code}")
+                print(f"{entry.pair}\tv{entry.version}\t{entry.code}")
         return 0
     raise InvalidRequest(f"unknown packs command {args.packs_command!r}")
 
@@ -302,6 +313,47 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     )
 
 
+# ----- argument types: a value out of range is a usage error (exit 2) before anything runs ----------------
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"a port is a number from 0 to 65535 (0 picks a free one), not {text!r}"
+        )
+    return port
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"give a whole number of at least 1, not {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"give a number of seconds above 0, such as 60, not {text!r}")
+    return value
+
+
+def _verbose(parser: argparse.ArgumentParser) -> None:
+    """``-v`` after the subcommand too (``dragoman mcp -v``); SUPPRESS keeps ``dragoman -v mcp`` working, as a
+    subcommand's default would otherwise overwrite the one given before it."""
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log more (to stderr)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dragoman", description="On-device translation.")
     parser.add_argument("--version", action="version", version=f"dragoman {__version__}")
@@ -311,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--json", action="store_true", help="answer in JSON")
+        _verbose(p)
         return p
 
     p = add("translate", "translate text (argument or stdin)")
@@ -351,41 +404,91 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("mcp", help="serve the MCP tools on stdio (for agent hosts)")
+    _verbose(p)
     p.add_argument("--packs-dir", help="pack directory (overrides DRAGOMAN_PACKS_DIR)")
     p.add_argument("--tier", choices=["best", "fast"], help="default tier (overrides DRAGOMAN_TIER)")
     p.add_argument("--glossary", help="user glossary file (overrides DRAGOMAN_GLOSSARY)")
     p.set_defaults(func=cmd_mcp)
 
     p = add("serve", "run the local daemon on loopback (POST /translate, GET /health, GET /languages)")
-    p.add_argument("--port", type=int, help="port (default DRAGOMAN_PORT or 8787; 0 picks a free one)")
+    p.add_argument("--port", type=_port, help="port (default DRAGOMAN_PORT or 8787; 0 picks a free one)")
     p.add_argument(
         "--host", default="127.0.0.1", help="127.0.0.1 (default) or ::1; others need --allow-non-loopback"
     )
     p.add_argument("--allow-non-loopback", action="store_true", help="allow a non-loopback --host (unsafe)")
     p.add_argument("--allowed-origin", action="append", help="a browser origin allowed by CORS (repeatable)")
-    p.add_argument("--workers", type=int, help="engine threads (default min(4, CPUs))")
-    p.add_argument("--timeout", type=float, help="seconds per request before 504 (default 60)")
+    p.add_argument("--workers", type=_positive_int, help="engine threads (default min(4, CPUs))")
+    p.add_argument("--timeout", type=_seconds, help="seconds per request before 504 (default 60; above 0)")
     p.set_defaults(func=cmd_serve)
 
     packs = add("packs", "manage model packs")
     psub = packs.add_subparsers(dest="packs_command", required=True)
     pp = psub.add_parser("list", help="installed packs")
     pp.add_argument("--json", action="store_true")
-    pp = psub.add_parser("install", help="install from a file, directory, URL or index name (en->es)")
+    _verbose(pp)
+    pp = psub.add_parser("install", help="install from a file, directory, URL or index name (en:es)")
     pp.add_argument("source")
     pp.add_argument("--sha256", help="expected SHA-256 of the archive")
     pp.add_argument("--replace", action="store_true", help="replace an installed pack with the same id")
     pp.add_argument("--json", action="store_true")
+    _verbose(pp)
     pp = psub.add_parser("remove", help="remove an installed pack")
     pp.add_argument("pack_id")
     pp.add_argument("--json", action="store_true")
+    _verbose(pp)
     pp = psub.add_parser("verify", help="check installed packs against their install record")
     pp.add_argument("pack_id", nargs="?")
     pp.add_argument("--json", action="store_true")
+    _verbose(pp)
     pp = psub.add_parser("available", help="packages of the Argos index")
     pp.add_argument("--json", action="store_true")
+    _verbose(pp)
     packs.set_defaults(func=cmd_packs)
     return parser
+
+
+# ----- the last resort: whatever escapes a command is a typed error and exit 2, never a traceback --------
+_FILE_HINTS = {
+    errno.ENOSPC: "free some space, or write elsewhere (-o/--output)",
+    errno.EDQUOT: "free some space, or write elsewhere (-o/--output)",
+    errno.EFBIG: "write elsewhere (-o/--output), or raise the file size limit (ulimit -f)",
+    errno.EACCES: "check the permissions of the file and its folder, or write elsewhere (-o/--output)",
+    errno.EPERM: "check the permissions of the file and its folder, or write elsewhere (-o/--output)",
+    errno.EROFS: "write elsewhere (-o/--output), on a writable disk",
+    errno.EISDIR: "name a file, not a folder",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "check the path: a part of it is a file, not a folder",
+    errno.ENAMETOOLONG: "choose a shorter name",
+    errno.EEXIST: "a file is in the way where a folder belongs: check the path",
+}
+
+
+def _typed(exc: Exception, command: str) -> DragomanError:
+    """Our error for an exception no command typed: the file system's by errno, deep nesting, memory,
+    text that is not UTF-8; anything else is a bug, reported as one."""
+    context = f"dragoman {command}"
+    if isinstance(exc, OSError):
+        hint = _FILE_HINTS.get(exc.errno or 0, "check the path and the disk")
+        return file_error(exc, context, hint=hint)
+    if isinstance(exc, RecursionError):
+        return InvalidRequest(
+            f"{context}: the input nests lists, objects or elements too deeply to read; flatten it"
+        )
+    if isinstance(exc, UnicodeError):
+        return InvalidRequest(f"{context}: the input is not UTF-8 text ({exc}); convert it to UTF-8")
+    mapped = map_exception(exc, context) if isinstance(exc, MemoryError) else None
+    return mapped or DragomanError(
+        f"{context} failed unexpectedly ({type(exc).__name__}: {exc}); rerun with -v to see where, and "
+        "report it"
+    )
+
+
+def _report(args: argparse.Namespace, exc: DragomanError) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps(exc.to_dict(), ensure_ascii=False), file=sys.stderr)
+    else:
+        print(f"dragoman: {exc.message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -404,17 +507,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with partials.handle_signals():
             return int(args.func(args, settings))
     except DragomanError as exc:
-        if getattr(args, "json", False):
-            print(json.dumps(exc.to_dict(), ensure_ascii=False), file=sys.stderr)
-        else:
-            print(f"dragoman: {exc.message}", file=sys.stderr)
-        return 2
+        return _report(args, exc)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `dragoman languages | head`: the reader left; that is not an error
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except Exception as exc:  # the last resort
+        log.info("where it failed (shown with -v):", exc_info=True)
+        return _report(args, _typed(exc, args.command))
 
 
 if __name__ == "__main__":
