@@ -19,6 +19,7 @@ import pytest
 from mcp import Client
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
 from mcp_types import EmptyResult, LoggingLevel, LoggingMessageNotificationParams, SetLevelRequestParams
@@ -244,6 +245,47 @@ async def test_send_log_keeps_the_sdk_per_request_gate_on_modern_connections(
         await anyio.sleep(0.1)
     assert not result.is_error, result.content
     assert [r.data for r in received] == ([] if opt_in is None else ["LOUD"])
+
+
+# ----- tool arguments: strict models and worded errors (issue 9, items 8 and 9) ----------------------
+async def _probe_tool(text: str, count: int = 1) -> str:
+    """A probe."""
+    return text * count
+
+
+class _Worded(_sdk.ToolServer[Any]):
+    def argument_error(self, tool: str, error: Any, tools: list[str]) -> str:
+        return f"WORDED {tool} {sorted(tools) if error is None else [e['type'] for e in error.errors()]}"
+
+
+async def test_a_tool_arg_model_replaced_after_from_function_is_the_one_validated() -> None:
+    """``Tool.fn_metadata.arg_model`` is read at each call (the SDK documents its fields as read live)."""
+    tool = _sdk.strict_tool(_probe_tool)
+    assert tool.parameters.get("additionalProperties") is False, f"strict_tool's schema lost it: {UPDATE}"
+    server = _Worded("probe", tools=[tool])
+    async with Client(server, mode="legacy") as client:
+        fine = await client.call_tool("_probe_tool", {"text": "a", "count": 2})
+        extra = await client.call_tool("_probe_tool", {"text": "a", "cuont": 2})
+        missing = await client.call_tool("_probe_tool", {})
+        unknown = await client.call_tool("no_such_tool", {})
+    assert not fine.is_error, fine.content
+    texts = [" ".join(getattr(b, "text", "") for b in r.content) for r in (extra, missing, unknown)]
+    assert texts[0] == "Error executing tool _probe_tool: WORDED _probe_tool ['extra_forbidden']", (
+        f"an unknown argument is not refused through the strict model, or call_tool is bypassed: {UPDATE}"
+    )
+    assert texts[1] == "Error executing tool _probe_tool: WORDED _probe_tool ['missing']", (
+        f"argument validation errors no longer reach MCPServer.call_tool as a ToolError from a "
+        f"ValidationError: {UPDATE}"
+    )
+    assert texts[2] == "WORDED no_such_tool ['_probe_tool']", f"the unknown-tool error changed: {UPDATE}"
+
+
+def test_tool_run_still_prefixes_its_errors_as_the_adapter_repeats_it() -> None:
+    source = inspect.getsource(Tool.run)
+    assert 'f"Error executing tool {self.name}: {exc}"' in source, (
+        f"Tool.run words errors otherwise: {UPDATE}"
+    )
+    assert _sdk.TOOL_ERROR_PREFIX.format(name="x") == "Error executing tool x: "
 
 
 # ----- nothing else in dragoman touches the SDK's non-public surface ---------------------------------

@@ -43,7 +43,10 @@ async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_anno
         assert tool.annotations.read_only_hint is (name in READ_ONLY), name
         assert tool.annotations.idempotent_hint is (name not in {"translate_file", "ocr_translate"}), name
     assert tools["glossary_remove"].annotations.destructive_hint is True  # type: ignore[union-attr]
-    assert tools["glossary_add"].annotations.destructive_hint is False  # type: ignore[union-attr]
+    # glossary_add replaces a term already in its scope: destructive (issue 9, item 9)
+    assert tools["glossary_add"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    for name, tool in tools.items():  # a misspelt argument is refused, never ignored
+        assert tool.input_schema.get("additionalProperties") is False, name
     batch = tools["translate_batch"].input_schema["properties"]
     assert batch["texts"]["maxItems"] == MAX_BATCH_TEXTS
     assert batch["texts"]["items"]["maxLength"] == MAX_TEXT_CHARS

@@ -20,6 +20,14 @@ upgrade moves what it relies on:
   but only iterates lines from one and awaits ``write``/``flush`` on the other; the cast that lets
   dragoman's non-blocking pipe reader and writer through is made here, once.
 
+* :class:`ToolServer`: tool arguments that fail validation. ``Tool.run`` turns the ``ValidationError`` into
+  a ``ToolError`` whose text is pydantic's dump (a web link, the rejected input, no ``[code]``), and an
+  argument the tool does not take is silently dropped (its argument model ignores extras). A subclass of
+  :class:`MCPServer` overrides the public :meth:`MCPServer.call_tool` (which the SDK's ``tools/call`` handler
+  calls) to re-word those errors, and :func:`strict_tool` gives each tool an argument model that forbids
+  extras (``additionalProperties: false`` in its input schema), through ``Tool.fn_metadata.arg_model``,
+  which the SDK documents as read live.
+
 Nothing else in dragoman names a private SDK attribute or a deprecated SDK call.
 """
 
@@ -27,17 +35,21 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, cast
 
 from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
-from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
+from mcp_types import CallToolResult, EmptyResult, InputRequiredResult, LoggingLevel, SetLevelRequestParams
+from pydantic import ConfigDict, ValidationError
 
 if TYPE_CHECKING:
     import anyio
     from mcp.server.context import ServerRequestContext
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 
 #: The (read, write) streams of one MCP connection, as the SDK's transports yield them.
 Streams: TypeAlias = tuple[Any, Any]
@@ -47,6 +59,9 @@ SetLevelHandler: TypeAlias = Callable[
 
 #: The attribute of MCPServer holding its low-level Server (private in mcp 2.3).
 LOWLEVEL_ATTRIBUTE = "_lowlevel_server"
+#: What the SDK puts before a tool's error text (``Tool.run``); dragoman's argument errors keep it.
+TOOL_ERROR_PREFIX = "Error executing tool {name}: "
+L = TypeVar("L")
 
 
 class LineSource(Protocol):
@@ -113,3 +128,43 @@ async def send_log(session: ServerSession, level: LoggingLevel, data: str, logge
     """Send one ``notifications/message`` to the client of ``session`` (gated as the SDK gates it: always
     on handshake-era connections, on 2026-07-28 ones only when the request opted in at that level)."""
     await _SEND_LOG_MESSAGE(session, level, data, logger=logger)
+
+
+# ----- tool arguments -----------------------------------------------------------------------------
+def strict_tool(fn: Callable[..., Any], **options: Any) -> Tool:
+    """The SDK's :class:`Tool` for ``fn`` (``options`` as :meth:`MCPServer.add_tool` takes them), whose
+    arguments refuse names the tool does not take; its input schema says ``additionalProperties: false``."""
+    tool = Tool.from_function(fn, **options)
+    loose = tool.fn_metadata.arg_model
+    config = {"model_config": ConfigDict(extra="forbid"), "__module__": __name__}
+    strict = cast("type[ArgModelBase]", type(loose.__name__, (loose,), config))
+    tool.fn_metadata.arg_model = strict
+    tool.parameters = strict.model_json_schema(by_alias=True)
+    return tool
+
+
+class ToolServer(MCPServer[L]):
+    """An :class:`MCPServer` whose argument errors (and calls of unknown tools) are worded by
+    :meth:`argument_error` instead of pydantic's dump; every other tool error passes as it is."""
+
+    def argument_error(self, tool: str, error: ValidationError | None, tools: list[str]) -> str:
+        """The text after ``Error executing tool NAME:`` for arguments that fail ``error`` (None: no such
+        tool; ``tools`` names those there are). Subclasses word it; this default is the SDK's."""
+        return str(error) if error is not None else f"Unknown tool: {tool}"
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[L, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):  # Tool.run: the arguments failed the tool's model
+                text = self.argument_error(name, cause, [])
+                raise ToolError(TOOL_ERROR_PREFIX.format(name=name) + text) from cause
+            if cause is None and str(exc) == f"Unknown tool: {name}":  # ToolManager.call_tool
+                tools = sorted(t.name for t in await self.list_tools())
+                raise ToolError(self.argument_error(name, None, tools)) from exc
+            raise

@@ -12,11 +12,12 @@ lands in the log, not the wire.
 from __future__ import annotations
 
 import contextlib
+import errno
 import inspect
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -25,11 +26,11 @@ import anyio.to_thread
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import ListRoots, MCPServer, Resolve
 from mcp_types import CallToolResult, EmptyResult, ListRootsResult, SetLevelRequestParams, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from dragoman import __version__
-from dragoman.errors import DragomanError
-from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS, MAX_TEXT_CHARS
+from dragoman.errors import DocumentFormatError, DragomanError, InvalidRequest, LimitExceeded, file_error
+from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS
 from dragoman.server import paths
 from dragoman.server.local_store import GlossaryStore
 from dragoman.server.mcp import _sdk
@@ -161,7 +162,7 @@ async def translate_batch(
 
 
 async def detect_language(
-    text: Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS, description="The text to identify.")],
+    text: Annotated[Text, Field(min_length=1, description="The text to identify.")],
     ctx: Ctx,
 ) -> Annotated[CallToolResult, DetectOutput]:
     """Identify the language of a text. flores is null when the answer is uncertain (too short, low
@@ -321,6 +322,32 @@ async def glossary_remove(
     return answer(out, f"removed {out.removed} term(s); {out.count} left in this scope")
 
 
+_FILE_HINTS = {
+    errno.ENOSPC: "free some space, or choose another output_path",
+    errno.EDQUOT: "free some space, or choose another output_path",
+    errno.EFBIG: "choose another output_path",
+    errno.EACCES: "check the permissions of the file and its folder, or choose another output_path",
+    errno.EPERM: "check the permissions of the file and its folder, or choose another output_path",
+    errno.EROFS: "choose an output_path on a writable disk",
+    errno.EISDIR: "name a file, not a folder",
+}
+
+
+@contextlib.contextmanager
+def _typed_file_errors(path: str) -> Iterator[None]:
+    """The file system's errors and too deep nesting met by a file tool, as our errors (the SDK would
+    answer only "Error executing tool" for an exception of its own kind)."""
+    try:
+        yield
+    except OSError as exc:
+        hint = _FILE_HINTS.get(exc.errno or 0, "check the path")
+        raise file_error(exc, f"translating {path}", hint=hint) from exc
+    except RecursionError as exc:
+        raise DocumentFormatError(
+            f"{path} nests lists, objects or elements too deeply to read; flatten it"
+        ) from exc
+
+
 OutputPath = Annotated[
     str | None,
     Field(max_length=4096, description="Where to write; default NAME.<target>.EXT next to the input."),
@@ -370,11 +397,10 @@ async def translate_file(
         raise tool_error(exc) from exc
     from dragoman.pipelines import translate_file as files  # imported on first use: start-up stays fast
 
-    out = await run_engine(
-        ctx,
-        lambda e: _file_output(
-            files.translate_file(
-                e,
+    def work(engine: Engine) -> FileOutput:
+        with _typed_file_errors(path):
+            result = files.translate_file(
+                engine,
                 input_path,
                 target,
                 source=source,
@@ -384,8 +410,9 @@ async def translate_file(
                 glossary=store.load(),
                 context=context,
             )
-        ),
-    )
+        return _file_output(result)
+
+    out = await run_engine(ctx, work)
     text = (
         f"wrote {out.output_path} ({out.format}, {out.characters} characters, {out.source} -> {out.target})"
     )
@@ -420,18 +447,19 @@ async def ocr_translate(
     from dragoman.pipelines.ocr_translate import ocr_translate as run_ocr_translate
 
     def work(engine: Engine) -> OcrOutput:
-        result = run_ocr_translate(
-            engine,
-            input_path,
-            target,
-            source=source,
-            render=render or output is not None,
-            output=output,
-            overwrite=overwrite,
-            tier=tier,
-            glossary=store.load(),
-            context=context,
-        )
+        with _typed_file_errors(path):
+            result = run_ocr_translate(
+                engine,
+                input_path,
+                target,
+                source=source,
+                render=render or output is not None,
+                output=output,
+                overwrite=overwrite,
+                tier=tier,
+                glossary=store.load(),
+                context=context,
+            )
         return OcrOutput(
             text=result.extracted_text,
             translation=result.translated_text,
@@ -471,7 +499,8 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (detect_language, _annotations("Detect language", read_only=True, idempotent=True)),
     (list_languages, _annotations("List languages", read_only=True, idempotent=True)),
     (engine_status, _annotations("Engine status", read_only=True, idempotent=True)),
-    (glossary_add, _annotations("Add glossary terms", read_only=False, idempotent=True)),
+    # a term already in the scope is replaced: destructive (its old translation is gone), and idempotent
+    (glossary_add, _annotations("Add glossary terms", read_only=False, idempotent=True, destructive=True)),
     (glossary_list, _annotations("List glossary terms", read_only=True, idempotent=True)),
     (
         glossary_remove,
@@ -483,6 +512,53 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
         _annotations("OCR and translate an image", read_only=False, idempotent=False, destructive=True),
     ),
 )
+
+
+#: Lists and texts over their documented size are limit_exceeded (as at the daemon); other bounds are
+#: invalid_request (a 65-character language code is no limit reached).
+_LIMITED_LISTS = frozenset({"texts", "glossary", "entries", "terms"})
+_LIMITED_TEXTS = frozenset({"text", "texts"})
+
+
+def _over_limit(kind: str, loc: tuple[int | str, ...]) -> bool:
+    if kind == "too_long":
+        return len(loc) == 1 and loc[0] in _LIMITED_LISTS
+    return kind == "string_too_long" and loc[0] in _LIMITED_TEXTS
+
+
+#: The fields of one glossary entry, as a tool argument.
+_ENTRY_FIELDS = "term, translation, caseSensitive"
+
+
+class DragomanServer(_sdk.ToolServer[ServerState]):
+    """The SDK's server, with argument errors worded like every other tool error: what is wrong, what the
+    tool takes, and the ``[code]`` (``invalid_request``, or ``limit_exceeded`` for a list or text over its
+    limit); unknown arguments are refused (a misspelt ``glosary`` must not fall back to the glossary file)."""
+
+    #: Each tool's argument names, in signature order (set by :func:`build_server`).
+    arguments: dict[str, tuple[str, ...]] = {}
+
+    def argument_error(self, tool: str, error: ValidationError | None, tools: list[str]) -> str:
+        if error is None:
+            return str(tool_error(InvalidRequest(f"no tool {tool!r}; the tools are: {', '.join(tools)}")))
+        takes = ", ".join(self.arguments.get(tool, ()))
+        parts: list[str] = []
+        over_limit = False
+        for err in error.errors()[:3]:
+            loc = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                fields = _ENTRY_FIELDS if len(err["loc"]) > 1 else takes
+                parts.append(
+                    f"unknown argument {loc!r}; {'an entry' if len(err['loc']) > 1 else tool} takes: {fields}"
+                )
+            elif err["type"] == "missing":
+                parts.append(f"missing argument {loc!r} ({tool} takes: {takes})")
+            else:
+                over_limit = over_limit or _over_limit(err["type"], err["loc"])
+                parts.append(f"{loc}: {err['msg']}")
+        more = len(error.errors()) - len(parts)
+        message = "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
+        return str(tool_error(LimitExceeded(message) if over_limit else InvalidRequest(message)))
 
 
 def build_server(settings: Settings | None = None) -> MCPServer[ServerState]:
@@ -505,18 +581,22 @@ def build_server(settings: Settings | None = None) -> MCPServer[ServerState]:
     sdk_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = (
         "DEBUG" if level <= logging.DEBUG else "INFO" if level <= logging.INFO else "WARNING"
     )
-    server: MCPServer[ServerState] = MCPServer(
+    tools = [
+        _sdk.strict_tool(
+            fn, title=hints.title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints
+        )
+        for fn, hints in TOOLS
+    ]
+    server = DragomanServer(
         SERVER_NAME,
         title="dragoman: on-device translation",
         instructions=INSTRUCTIONS,
         version=__version__,
         lifespan=lifespan,
         log_level=sdk_level,
+        tools=tools,
     )
-    for fn, hints in TOOLS:
-        server.add_tool(
-            fn, title=hints.title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints
-        )
+    server.arguments = {t.name: tuple(t.parameters.get("properties", {})) for t in tools}
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
         state = ctx.lifespan_context
