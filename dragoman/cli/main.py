@@ -449,18 +449,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ----- the last resort: whatever escapes a command is a typed error and exit 2, never a traceback --------
 _FILE_HINTS = {
-    errno.ENOSPC: "free some space, or write elsewhere (-o/--output)",
-    errno.EDQUOT: "free some space, or write elsewhere (-o/--output)",
-    errno.EFBIG: "write elsewhere (-o/--output), or raise the file size limit (ulimit -f)",
-    errno.EACCES: "check the permissions of the file and its folder, or write elsewhere (-o/--output)",
-    errno.EPERM: "check the permissions of the file and its folder, or write elsewhere (-o/--output)",
-    errno.EROFS: "write elsewhere (-o/--output), on a writable disk",
+    errno.ENOSPC: "free some space",
+    errno.EDQUOT: "free some space",
+    errno.EFBIG: "raise the file size limit (ulimit -f)",
+    errno.EACCES: "check the permissions of the file and its folder",
+    errno.EPERM: "check the permissions of the file and its folder",
+    errno.EROFS: "use a writable disk",
     errno.EISDIR: "name a file, not a folder",
     errno.ENOENT: "check the path",
     errno.ENOTDIR: "check the path: a part of it is a file, not a folder",
     errno.ENAMETOOLONG: "choose a shorter name",
     errno.EEXIST: "a file is in the way where a folder belongs: check the path",
 }
+#: Errors that writing elsewhere avoids, for the commands that take -o/--output.
+_ELSEWHERE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS})
 
 
 def _typed(exc: Exception, command: str) -> DragomanError:
@@ -469,6 +471,8 @@ def _typed(exc: Exception, command: str) -> DragomanError:
     context = f"dragoman {command}"
     if isinstance(exc, OSError):
         hint = _FILE_HINTS.get(exc.errno or 0, "check the path and the disk")
+        if exc.errno in _ELSEWHERE and command in ("translate-file", "ocr"):
+            hint += ", or write elsewhere (-o/--output)"
         return file_error(exc, context, hint=hint)
     if isinstance(exc, RecursionError):
         return InvalidRequest(
