@@ -78,22 +78,32 @@ class Icu:
 Message = list[str | Icu]
 
 
-def _closing_brace(text: str, i: int) -> int | None:
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] == "{":
-            depth += 1
-        elif text[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return j
-    return None
+#: Deepest nesting of plural/select blocks read as blocks; deeper ones stay literal text of their branch.
+MAX_ICU_NESTING = 16
 
 
-def _icu_block(text: str, i: int) -> tuple[Icu, int] | None:
-    head = _ICU_HEAD.match(text, i)
-    end = _closing_brace(text, i)
-    if head is None or end is None:
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Each ``{`` of ``text`` that is closed, and its ``}`` (depth counted from the opener), in one pass:
+    finding them again for each opener made a text of many braces quadratic (issue 9, item 1)."""
+    pairs: dict[int, int] = {}
+    open_at: list[int] = []
+    for m in _BRACES.finditer(text):
+        if m.group() == "{":
+            open_at.append(m.start())
+        elif open_at:
+            pairs[open_at.pop()] = m.start()
+    return pairs
+
+
+_BRACES = re.compile(r"[{}]")
+
+
+def _icu_block(text: str, i: int, pairs: dict[int, int], depth: int) -> tuple[Icu, int] | None:
+    end = pairs.get(i)
+    if end is None or depth >= MAX_ICU_NESTING:
+        return None
+    head = _ICU_HEAD.match(text, i, end)
+    if head is None:
         return None
     parts: list[str | Message] = []
     literal = text[i : head.end()]
@@ -102,11 +112,11 @@ def _icu_block(text: str, i: int) -> tuple[Icu, int] | None:
         selector = _ICU_SELECTOR.match(text, pos, end)
         if selector is None:
             break
-        close = _closing_brace(text, selector.end())
+        close = pairs.get(selector.end())
         if close is None or close > end:
             return None
         parts.append(literal + text[pos : selector.end() + 1])
-        parts.append(parse_message(text[selector.end() + 1 : close]))
+        parts.append(_parse(text, selector.end() + 1, close, pairs, depth + 1))
         literal, pos = "}", close + 1
     if text[pos:end].strip() or not parts:
         return None
@@ -115,11 +125,18 @@ def _icu_block(text: str, i: int) -> tuple[Icu, int] | None:
 
 
 def parse_message(text: str) -> Message:
-    """``text`` as plain text and ICU plural/select blocks (other braces stay in the text)."""
+    """``text`` as plain text and ICU plural/select blocks (other braces stay in the text).
+
+    Linear in the text: braces are paired once, and blocks nest at most :data:`MAX_ICU_NESTING` deep.
+    """
+    return _parse(text, 0, len(text), _brace_pairs(text), 0)
+
+
+def _parse(text: str, lo: int, hi: int, pairs: dict[int, int], depth: int) -> Message:
     message: Message = []
-    pos = start = 0
-    while (i := text.find("{", pos)) != -1:
-        found = _icu_block(text, i)
+    pos = start = lo
+    while (i := text.find("{", pos, hi)) != -1:
+        found = _icu_block(text, i, pairs, depth)
         if found is None:
             pos = i + 1
             continue
@@ -128,8 +145,8 @@ def parse_message(text: str) -> Message:
             message.append(text[start:i])
         message.append(block)
         pos = start = after
-    if start < len(text):
-        message.append(text[start:])
+    if start < hi:
+        message.append(text[start:hi])
     return message
 
 

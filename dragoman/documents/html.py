@@ -52,7 +52,9 @@ TRANSLATED_ATTRIBUTES = ("alt", "title", "placeholder", "aria-label")
 _DOCUMENT = re.compile(rb"<(?:!doctype|html|head|body)[\s>]", re.I)
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>\s*")
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
-_SOURCE_LINE_BREAK = re.compile(r"[ \t\r\n]*\n[ \t\r\n]*")
+#: A run of whitespace holding a line break. Matched only from the start of a run (the look-behind), and
+#: possessive up to the break: trying every position of a long run without one was quadratic.
+_SOURCE_LINE_BREAK = re.compile(r"(?<![ \t\r\n])[ \t\r]*+\n[ \t\r\n]*")
 _LETTER = re.compile(r"[^\W\d_]")
 
 

@@ -26,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dragoman.documents import _inline
-from dragoman.documents._markdown_inline import HTML_TAG_SRC, KEEP, InlineMasker, Unit, code_span_end, label
+from dragoman.documents._markdown_inline import (
+    HTML_TAG_SRC,
+    KEEP,
+    Budget,
+    InlineMasker,
+    Unit,
+    code_span_end,
+    label,
+)
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import read_text, text_encoding
 from dragoman.errors import DocumentFormatError
@@ -37,8 +45,9 @@ _BLOCKQUOTE = re.compile(r"(?:[ ]{0,3}>[ ]?)+")
 _LIST_ITEM = re.compile(r"([-+*]|\d{1,9}[.)])([ \t]+|$)(\[[ xX]\][ \t]+)?")
 _THEMATIC = re.compile(r"(?:(?:\*[ \t]*){3,}|(?:-[ \t]*){3,}|(?:_[ \t]*){3,})$")
 _SETEXT = re.compile(r"(?:=+|-+)[ \t]*$")
-_ATX = re.compile(r"(#{1,6}(?:[ \t]+|$))(.*?)((?:[ \t]+#+)?[ \t]*)$")
-_TABLE_DELIMITER = re.compile(r"\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_ATX_OPEN = re.compile(r"#{1,6}(?:[ \t]+|$)")
+# Possessive quantifiers: a cell's trailing spaces are never given back (no quadratic backtracking).
+_TABLE_DELIMITER = re.compile(r"\|?[ \t]*+:?-++:?[ \t]*+(?:\|[ \t]*+:?-++:?[ \t]*+)*+\|?[ \t]*$")
 _REFERENCE = re.compile(r"[ ]{0,3}\[(?!\^)((?:[^\]\\]|\\.)+)\]:[ \t]*\S")
 _FOOTNOTE = re.compile(r"\[\^[^\]]+\]:[ \t]*")
 _HTML_RAW = (
@@ -219,9 +228,9 @@ class _Reader:
                 self.raw(line)
                 i += 1
                 continue
-            if heading := _ATX.match(stripped):
+            if heading := _atx(stripped):
                 self.flush()
-                self.text_line(lead + heading.group(1), heading.group(2), heading.group(3) + end)
+                self.text_line(lead + heading[0], heading[1], heading[2] + end)
                 i += 1
                 continue
             if "|" in stripped and i + 1 < len(lines) and _is_delimiter_row(lines[i + 1]):
@@ -312,6 +321,24 @@ class _Reader:
         self.table_row(quote, body[len(quote) :], line[len(body) :])
 
 
+def _atx(line: str) -> tuple[str, str, str] | None:
+    """An ATX heading's opening (``## ``), text and closing sequence (`` ##  ``), or None.
+
+    What ``(#{1,6}(?:[ \t]+|$))(.*?)((?:[ \t]+#+)?[ \t]*)$`` matches, without its quadratic backtracking
+    over long runs of inner spaces.
+    """
+    opening = _ATX_OPEN.match(line)
+    if opening is None:
+        return None
+    rest = line[opening.end() :]
+    body = rest.rstrip(" \t")
+    if body.endswith("#"):
+        hashes = body.rstrip("#")
+        if hashes.endswith((" ", "\t")):
+            body = hashes.rstrip(" \t")
+    return opening.group(), body, rest[len(body) :]
+
+
 def _can_interrupt(item: re.Match[str], line: str) -> bool:
     """Whether a list item may interrupt a paragraph: not empty, and numbered 1 when ordered."""
     marker = item.group(1)
@@ -349,6 +376,7 @@ def _is_delimiter_row(line: str) -> bool:
 def _split_cells(row: str) -> list[str]:
     """A table row split at its pipes (not escaped ones, not inside code spans)."""
     cells: list[str] = []
+    budget = Budget(len(row))
     start = i = 0
     while i < len(row):
         c = row[i]
@@ -356,7 +384,7 @@ def _split_cells(row: str) -> list[str]:
             i += 2
             continue
         if c == "`":
-            close = code_span_end(row, i)
+            close = code_span_end(row, i, budget)
             if close is not None:
                 i = close
                 continue

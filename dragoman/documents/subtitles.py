@@ -33,8 +33,8 @@ _VTT_HEADER = re.compile(r"\A\ufeff?WEBVTT(?:[ \t].*)?$")
 _VTT_RAW_BLOCK = re.compile(r"(?:NOTE|STYLE|REGION)(?:[ \t]|$)")
 _KARAOKE = re.compile(rf"<{_TIMESTAMP}>")
 _DIALOGUE = re.compile(r"(?:<[^>]*>|\{[^}]*\})*\s*[-\u2013\u2014]")
-_WORDS = re.compile(r"(?:<[^>]*>|\{[^}]*\}|\S)+")
-_TAGS = re.compile(r"<[^>]*>|\{[^}]*\}")
+#: Steps of the optimal line split (lines x words x words); longer texts are split greedily instead.
+_SPLIT_DP_LIMIT = 200_000
 _LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -69,19 +69,91 @@ def _unmask(translated: str, stamps: dict[int, str]) -> str:
     return "".join(out) + "".join(stamps[n] for n in missing)
 
 
+class _Closers:
+    """Where the ``<...>`` or ``{...}`` tag opening at ``i`` ends: each ``str.find`` remembered, so a text
+    of many unclosed ``<`` is searched once, not once per opener (positions must not decrease)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.found = {">": -1, "}": -1}
+
+    def end(self, i: int, closer: str) -> int | None:
+        found = self.found[closer]
+        if found <= i and found != len(self.text):
+            at = self.text.find(closer, i + 1)
+            found = self.found[closer] = len(self.text) if at == -1 else at
+        return None if found == len(self.text) else found + 1
+
+
+def _words(text: str) -> list[tuple[str, int]]:
+    """The words of ``text`` (runs of non-space characters and whole ``<...>``/``{...}`` tags, which may
+    hold spaces) with the length of each the viewer sees (tags not counted). Linear in the text."""
+    closers = _Closers(text)
+    words: list[tuple[str, int]] = []
+    i, end = 0, len(text)
+    while i < end:
+        if text[i].isspace():
+            i += 1
+            continue
+        start, visible = i, 0
+        while i < end:
+            c = text[i]
+            close = closers.end(i, ">" if c == "<" else "}") if c in "<{" else None
+            if close is not None:
+                i = close
+            elif not c.isspace():
+                i += 1
+                visible += 1
+            else:
+                break
+        words.append((text[start:i], visible))
+    return words
+
+
+def _greedy_lines(lengths: list[int], count: int) -> list[int]:
+    """Where lines start when ``lengths`` are filled into at most ``count`` lines as short as a greedy
+    fill allows (binary search on the width: O(n log width))."""
+
+    def fill(width: int) -> list[int]:
+        starts, line = [0], lengths[0]
+        for index in range(1, len(lengths)):
+            if line + 1 + lengths[index] > width:
+                starts.append(index)
+                line = lengths[index]
+            else:
+                line += 1 + lengths[index]
+        return starts
+
+    low, high = max(lengths), sum(lengths) + len(lengths)
+    while low < high:
+        middle = (low + high) // 2
+        if len(fill(middle)) <= count:
+            high = middle
+        else:
+            low = middle + 1
+    return fill(low)
+
+
 def split_lines(text: str, count: int) -> list[str]:
     """``text`` in at most ``count`` lines at word breaks (not inside tags), the longest line (in visible
     characters, tags not counted) as short as it can be; never an empty line."""
-    words = _WORDS.findall(text)
+    found = _words(text)
+    words = [w for w, _ in found]
     count = max(1, min(count, len(words)))
     if count == 1:
         return [" ".join(words)] if words else [text.strip()]
-    lengths = [len(_TAGS.sub("", w)) for w in words]  # what the viewer sees
+    lengths = [v for _, v in found]  # what the viewer sees
+    n = len(words)
+    if count * n * n > _SPLIT_DP_LIMIT:
+        starts = [*_greedy_lines(lengths, count), n]
+        return [" ".join(words[a:b]) for a, b in zip(starts, starts[1:], strict=False)]
+    prefix = [0]
+    for length in lengths:
+        prefix.append(prefix[-1] + length)
 
     def span(i: int, j: int) -> int:  # the length of words[i:j] on one line
-        return sum(lengths[i:j]) + (j - i - 1)
+        return prefix[j] - prefix[i] + (j - i - 1)
 
-    n = len(words)
     # best[k][i]: the smallest longest line for words[i:] in k lines; cut[k][i]: where the first line ends
     infinity = float("inf")
     best = [[infinity] * (n + 1) for _ in range(count + 1)]
@@ -91,6 +163,8 @@ def split_lines(text: str, count: int) -> list[str]:
     for k in range(2, count + 1):
         for i in range(n - k + 1):
             for j in range(i + 1, n - k + 2):
+                if span(i, j) >= best[k][i]:
+                    break  # longer first lines only get longer
                 value = max(span(i, j), best[k - 1][j])
                 if value < best[k][i]:
                     best[k][i], cut[k][i] = value, j

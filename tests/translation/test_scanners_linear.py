@@ -9,12 +9,11 @@ quadratic scanner about 16. Only ratios are compared, never absolute times.
 
 from __future__ import annotations
 
-import gc
 import re
-import time
 from collections.abc import Callable
 
 import pytest
+from growth import assert_linear, repeat
 
 from dragoman.translation import protection, segmentation
 from dragoman.translation.protection import find_numbers, protect
@@ -25,23 +24,13 @@ from dragoman.translation.types import GlossaryEntry
 pytestmark = pytest.mark.slow
 
 N = 8_000
-GROWTH = 4
-#: Linear work gives GROWTH (4); quadratic gives GROWTH**2 (16). Half-way between, with room for noise.
-MAX_RATIO = 8.0
-REPEATS = 5
-#: Each timed sample runs the work this long at least at size N, so a sample is not lost in timer noise.
-MIN_SAMPLE_S = 0.0005
-
-
-def _repeat(unit: str) -> Callable[[int], str]:
-    return lambda n: (unit * (n // len(unit) + 1))[:n]
 
 
 #: Inputs that make a careless scanner go back over what it has read: unterminated openers, runs of the
 #: characters that start a match, long bodies after an opener, long whitespace.
 ADVERSARIAL: dict[str, Callable[[int], str]] = {
     **{
-        f"run {unit!r}": _repeat(unit)
+        f"run {unit!r}": repeat(unit)
         for unit in (
             "{",
             "{a",
@@ -128,41 +117,8 @@ def _patterns() -> dict[str, re.Pattern[str]]:
 PATTERNS = _patterns()
 
 
-def _sample(work: Callable[[str], object], text: str, calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        work(text)
-    return time.perf_counter() - start
-
-
-def _growth(work: Callable[[str], object], make: Callable[[int], str]) -> float:
-    """Cost at GROWTH*N over cost at N: the minimum of REPEATS samples of each, taken alternately."""
-    small, large = make(N), make(N * GROWTH)
-    calls = 1
-    while _sample(work, small, calls) < MIN_SAMPLE_S and calls < 1 << 16:
-        calls *= 2
-    best_small = best_large = float("inf")
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(REPEATS):
-            best_small = min(best_small, _sample(work, small, calls))
-            best_large = min(best_large, _sample(work, large, calls))
-    finally:
-        if enabled:
-            gc.enable()
-    return best_large / best_small
-
-
 def _assert_linear(work: Callable[[str], object]) -> None:
-    slow: dict[str, float] = {}
-    for name, make in ADVERSARIAL.items():
-        ratio = _growth(work, make)
-        if ratio >= MAX_RATIO:
-            ratio = min(ratio, _growth(work, make))  # once more, in case the machine was busy
-        if ratio >= MAX_RATIO:
-            slow[name] = round(ratio, 1)
-    assert not slow, f"cost grows faster than linearly (x{GROWTH} input gives these cost ratios): {slow}"
+    assert_linear(work, ADVERSARIAL, N)
 
 
 def test_every_pattern_is_found() -> None:
