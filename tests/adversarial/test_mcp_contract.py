@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_support import TOOLS, error_text, in_process, structured
+from mcp_support import TOOLS, error_text, in_process, stdio_session, structured
 
 pytestmark = pytest.mark.anyio
 
@@ -271,3 +271,15 @@ def test_the_schemas_forbid_unknown_properties_at_every_level() -> None:
     entry = found["translate"]["$defs"]["GlossaryEntryInput"]
     assert entry.get("additionalProperties") is False, json.dumps(entry)
     assert all(schema.get("additionalProperties") is False for schema in found.values())
+
+
+async def test_dragoman_mcp_v_serves_and_logs_to_stderr_only(env: dict[str, str], tmp_path: Path) -> None:
+    """`dragoman mcp -v` was refused by the argument parser; its logs must never reach stdout (the wire)."""
+    errlog = tmp_path / "stderr.log"
+    args = ["-m", "dragoman.cli", "mcp", "-v"]
+    async with stdio_session(env, tmp_path, errlog, args=args) as session:
+        result = await session.call_tool("translate", {**MINIMAL["translate"], "glosary": []})
+        fine = await session.call_tool("translate", MINIMAL["translate"])
+    assert "unknown argument 'glosary'" in error_text(result)
+    assert structured(fine)["target"] == "spa_Latn"  # stdout stayed a clean JSON-RPC stream
+    assert "INFO dragoman.server.mcp: dragoman MCP server" in errlog.read_text(encoding="utf-8")
