@@ -171,6 +171,13 @@ class FileTooLarge(DragomanError):
     code = "file_too_large"
 
 
+class DocumentTooLarge(FileTooLarge):
+    """A document within the file size limit whose content is over a bound of ours (pages, pages to OCR,
+    markup parsed, expansion of a zip container): refused before the work grows with it (413)."""
+
+    code = "document_too_large"
+
+
 class PathNotAllowed(DragomanError):
     """A file path outside the directories a front door may read or write."""
 

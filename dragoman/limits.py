@@ -76,3 +76,29 @@ DAEMON_MAX_CONNECTIONS: Final = 100
 DAEMON_HEADER_TIMEOUT: Final = 10.0
 DAEMON_KEEP_ALIVE: Final = 5.0
 MAX_REQUEST_HEAD_BYTES: Final = 64 * 1024
+
+# ----- document contents (issue 9, item 2; ours, not the spec's) ----------------------------------------
+# A file within MAX_FILE_BYTES can still hold hours of work or gigabytes of parsed markup; these bound what
+# a handler takes on, each refused with a typed 413 (``document_too_large``) before the work grows.
+#: Pages of one PDF. Google Cloud Translation's batch document translation documents 1,000 pages per PDF;
+#: a longer document is split into parts (``qpdf --split-pages=1000 in.pdf part-%d.pdf``).
+MAX_PDF_PAGES: Final = 1_000
+#: Pages of one PDF that need OCR (scans: images and no text layer). Tesseract takes seconds to tens of
+#: seconds a page at 300 dpi (``documents.ocr.OCR_TIMEOUT_SECONDS`` bounds one), so 100 pages is already a
+#: long wait; a file of thousands of blank scans (1.4 MB) would otherwise be hours of OCR.
+MAX_OCR_PAGES: Final = 100
+#: Bytes of markup (XML parts of a DOCX/PPTX/XLSX read together, or one HTML/XLIFF file) parsed for one
+#: document. The tree lxml builds is several times the text it parses, so this bounds memory; DeepL documents
+#: 30 MB files and 1 million characters for Office formats, 5 MB for HTML.
+MAX_MARKUP_BYTES: Final = 128 * 1024 * 1024
+#: Markup tags (``<``) in the parts parsed for one document, counted before parsing. The tree lxml builds and
+#: the handler's objects take about 300 bytes a tag (an 816 KB DOCX of 5 million tags, within every zip
+#: bound, peaked at 1.6 GB), so 2 million stay well under a gigabyte: about 500,000 spreadsheet cells (the
+#: 100,000 some services allow, five times over) or ten thousand Word pages.
+MAX_MARKUP_NODES: Final = 2_000_000
+#: Expansion of a whole zip container (DOCX/PPTX/XLSX: declared uncompressed over compressed bytes of all
+#: entries), checked once it expands past ZIP_RATIO_FLOOR_BYTES. Office files compress 3 to 30 times overall
+#: (their media barely compress); a container of many small highly compressed entries, each under the
+#: per-entry check, would otherwise inflate to the full uncompressed bound (1 GiB).
+MAX_ZIP_RATIO: Final = 100
+ZIP_RATIO_FLOOR_BYTES: Final = 16 * 1024 * 1024

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dragoman.documents import _bounds
 from dragoman.documents import _pdf_document as document
 from dragoman.documents._pdf_layout import PageWork
 from dragoman.documents.base import DocumentReport, TextTranslator
@@ -63,6 +64,16 @@ def groups(works: Sequence[PageWork], size: int) -> list[list[PageWork]]:
         out[-1].append(work)
         count += len(work.blocks)
     return [group for group in out if any(w.blocks for w in group)]
+
+
+def _check_bounds(doc: Any, name: str) -> None:
+    """Refuse a PDF of too many pages, or of too many scanned pages to OCR (issue 9, item 2), before any
+    page is read: a scan is counted the way the reader finds one (images, no text), from the text layer
+    only, which takes milliseconds a page where OCR takes seconds."""
+    _bounds.check_pages(doc.page_count, name)
+    if doc.page_count > _bounds.MAX_OCR_PAGES:
+        scans = sum(1 for page in doc if not page.get_text("text").strip() and page.get_images(full=False))
+        _bounds.check_ocr_pages(scans, name)
 
 
 def _texts(group: Sequence[PageWork]) -> list[str]:
@@ -135,6 +146,7 @@ class PdfJob:
         try:
             report = self.report
             report.pages = doc.page_count
+            _check_bounds(doc, self.source.name)
             document.check_document(doc, self.source.name, target.flores, report)
             rotations = document.unrotate(doc)
             reader = document.PageReader(doc, self.translate, report, grow=not target.rtl)
@@ -147,6 +159,7 @@ class PdfJob:
             for number in range(doc.page_count):
                 self._check_stopped()
                 work = reader.read(number)
+                _bounds.check_ocr_pages(reader.scanned, self.source.name)  # scans the first count missed
                 works.append(work)
                 pending += len(work.blocks)
                 if reader.scanned:

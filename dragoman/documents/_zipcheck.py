@@ -2,9 +2,14 @@
 a copy of the container with some parts replaced.
 
 :func:`open_zip` checks the central directory only (nothing is decompressed): entry count, the total
-declared uncompressed size and, for large entries, the compression ratio. ``zipfile`` never returns more
-bytes than an entry declares (a lying entry fails its CRC check), so the declared sizes bound what is
-read. :func:`parse_xml` refuses DTDs and never resolves entities or reaches the network.
+declared uncompressed size, for large entries the compression ratio, and the ratio of the whole container
+once it expands past :data:`~dragoman.limits.ZIP_RATIO_FLOOR_BYTES` (many small entries each under the
+per-entry check). ``zipfile`` never returns more bytes than an entry declares (a lying entry fails its CRC
+check), so the declared sizes bound what is read. :func:`read_part` counts the markup one container's
+parts hold against :class:`~dragoman.documents._bounds.MarkupBudget` (bytes, checked on the declared size
+before reading, and tags, counted before parsing): a part that passes the zip bounds but would parse into
+gigabytes is refused with a 413. :func:`parse_xml` refuses DTDs and never resolves entities or reaches the
+network.
 :func:`content_types`, :func:`main_part` and :func:`sniff_container` find a package's parts by content
 type, refuse Strict Open XML and OLE files (encrypted or legacy Office files) with a message saying what to
 do. :func:`rewrite_zip` copies every entry in its original order and compression, replacing the bytes of
@@ -14,6 +19,7 @@ the entries it is given.
 from __future__ import annotations
 
 import re
+import weakref
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -22,7 +28,9 @@ from typing import IO
 
 from lxml import etree  # type: ignore[import-untyped]
 
-from dragoman.errors import DocumentFormatError
+from dragoman.documents._bounds import MarkupBudget
+from dragoman.errors import DocumentFormatError, DocumentTooLarge
+from dragoman.limits import MAX_ZIP_RATIO, ZIP_RATIO_FLOOR_BYTES
 
 #: Bounds on a container's central directory.
 MAX_ENTRIES = 20_000
@@ -54,9 +62,10 @@ def check_entries(archive: zipfile.ZipFile, name: str) -> None:
             f"{name}: the container holds {len(infos)} entries (limit {MAX_ENTRIES}); refused as a possible "
             "zip bomb. Check where the file comes from, or split the document"
         )
-    total = 0
+    total = compressed = 0
     for info in infos:
         total += info.file_size
+        compressed += info.compress_size
         if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
             raise DocumentFormatError(
                 f"{name}: entry {info.filename} expands {info.file_size / max(info.compress_size, 1):.0f} "
@@ -66,6 +75,12 @@ def check_entries(archive: zipfile.ZipFile, name: str) -> None:
         raise DocumentFormatError(
             f"{name}: the container expands to {total / 1e6:.0f} MB (limit "
             f"{MAX_TOTAL_UNCOMPRESSED / 1e6:.0f} MB); refused as a possible zip bomb. Split the document"
+        )
+    if total > ZIP_RATIO_FLOOR_BYTES and total > MAX_ZIP_RATIO * max(compressed, 1):
+        raise DocumentTooLarge(
+            f"{name}: the container expands {total / max(compressed, 1):.0f} times as a whole (to "
+            f"{total / 1e6:.0f} MB; limit {MAX_ZIP_RATIO} times past {ZIP_RATIO_FLOOR_BYTES / 1e6:.0f} MB); "
+            "refused as a possible zip bomb. Check where the file comes from"
         )
 
 
@@ -102,13 +117,30 @@ def open_zip(path: Path, kind: str) -> zipfile.ZipFile:
     return archive
 
 
+#: The markup each open container has read so far, and the parts counted (each part once).
+_BUDGETS: weakref.WeakKeyDictionary[zipfile.ZipFile, tuple[MarkupBudget, set[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def read_part(archive: zipfile.ZipFile, name: str, source_name: str) -> bytes:
+    """The bytes of one part, counted against the container's markup bounds (413 beyond them)."""
+    budget, counted = _BUDGETS.setdefault(archive, (MarkupBudget(source_name), set()))
+    if name not in counted:
+        try:
+            budget.check_size(archive.getinfo(name).file_size, name)
+        except KeyError:
+            pass  # reading it raises the error that says so
     try:
-        return archive.read(name)
+        data = archive.read(name)
     except _READ_ERRORS as exc:
         raise DocumentFormatError(
             f"{source_name}: entry {name} cannot be read (corrupt container: {exc}); save the file again"
         ) from exc
+    if name not in counted:
+        budget.charge(data, name)
+        counted.add(name)
+    return data
 
 
 def parse_xml(data: bytes, part: str, source_name: str) -> etree._Element:

@@ -30,7 +30,7 @@ from typing import Any
 import lxml.html  # type: ignore[import-untyped]
 from lxml import etree
 
-from dragoman.documents import _inline
+from dragoman.documents import _bounds, _inline
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import text_encoding
 from dragoman.errors import DocumentFormatError
@@ -243,6 +243,7 @@ class HtmlHandler:
         self, source: Path, output: Path, translate: TextTranslator, progress: ProgressCallback | None
     ) -> DocumentReport:
         data = source.read_bytes()
+        _bounds.check_markup(data, source.name)
         text, encoding = _decode(data, source.name)
         declaration = m.group() if (m := _XML_DECLARATION.match(text)) else ""
         body = text[len(declaration) :]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dragoman.documents import ocr
+from dragoman.documents import _bounds, ocr
 from dragoman.documents._image_render import Info, draw_translations, save_pages
 from dragoman.documents.base import DocumentReport, TextBox, TextTranslator
 from dragoman.errors import DocumentFormatError, DragomanError, InvalidRequest, OcrUnavailable
@@ -113,6 +113,7 @@ def inspect_image(path: Path) -> ImageInfo:
                 raise DocumentFormatError(
                     f"{path.name} has {count} pages, over the {MAX_FRAMES} limit; split it"
                 )
+            _bounds.check_ocr_pages(count, path.name)  # every page is read by OCR
             for index in range(count):
                 image.seek(index)
                 _check_pixels(path, image.size)

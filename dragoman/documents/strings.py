@@ -35,7 +35,7 @@ from typing import Any
 import polib  # type: ignore[import-untyped]
 from lxml import etree  # type: ignore[import-untyped]
 
-from dragoman.documents import _i18n, _inline
+from dragoman.documents import _bounds, _i18n, _inline
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import read_text, text_encoding
 from dragoman.errors import DocumentFormatError, UnknownLanguage
@@ -244,6 +244,7 @@ class XliffHandler:
     def translate(
         self, source: Path, output: Path, translate: TextTranslator, progress: ProgressCallback | None
     ) -> DocumentReport:
+        _bounds.check_markup_file(source)
         parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
         try:
             tree = etree.parse(str(source), parser)
