@@ -384,6 +384,30 @@ class _JsonStrings:
         return value
 
 
+#: Deepest nesting of objects and arrays in a JSON string file (i18n files nest a few levels); deeper ones
+#: are refused, not walked into a RecursionError.
+MAX_JSON_DEPTH = 100
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects and arrays more than ``limit`` deep (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return False
+
+
+def _too_deep(name: str) -> DocumentFormatError:
+    return DocumentFormatError(
+        f"{name} nests objects and arrays more than {MAX_JSON_DEPTH} deep, which no string file does; "
+        "check the file"
+    )
+
+
 def _json_layout(text: str) -> dict[str, Any]:
     """json.dumps arguments that write a document laid out like ``text``."""
     m = re.search(r"[\[{][ \t]*\r?\n([ \t]+)\S", text)
@@ -414,6 +438,8 @@ class JsonHandler:
                 f"{source.name} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} "
                 f"(character {exc.pos}); fix it and try again"
             ) from exc
+        except RecursionError as exc:
+            raise _too_deep(source.name) from exc
         chrome = (
             isinstance(data, dict)
             and bool(data)
@@ -421,6 +447,8 @@ class JsonHandler:
         )
         strings = _JsonStrings(chrome=chrome)
         start = _inline.first_free_id(text)
+        if _depth_over(data, MAX_JSON_DEPTH):
+            raise _too_deep(source.name)
         strings.collect(data, itertools.count(start))
         translations = _translate_all(translate, strings.texts)
         result = strings.rebuild(data, itertools.count(start), iter(translations))

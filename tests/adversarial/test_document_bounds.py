@@ -31,9 +31,9 @@ from dragoman.documents.html import HtmlHandler
 from dragoman.documents.images import ImageHandler
 from dragoman.documents.pdf import PdfHandler
 from dragoman.documents.pptx import PptxHandler
-from dragoman.documents.strings import XliffHandler
+from dragoman.documents.strings import MAX_JSON_DEPTH, JsonHandler, XliffHandler
 from dragoman.documents.xlsx import XlsxHandler
-from dragoman.errors import DocumentTooLarge
+from dragoman.errors import DocumentFormatError, DocumentTooLarge
 from dragoman.limits import (
     MAX_MARKUP_NODES,
     MAX_OCR_PAGES,
@@ -267,7 +267,9 @@ except DragomanError as exc:
     outcome = exc.code
 except MemoryError:
     outcome = "MemoryError"
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM: this process's peak RSS (ru_maxrss would include the parent's peak, inherited across exec)
+status = Path("/proc/self/status").read_text()
+peak = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024
 print(json.dumps({"outcome": outcome, "peak": peak}))
 """
 
@@ -314,3 +316,16 @@ def test_an_expanding_docx_is_refused_within_a_memory_cap(expanding_docx: Path) 
 def test_without_the_bounds_the_same_docx_outgrows_the_cap(expanding_docx: Path) -> None:
     """The control: the file really does expand past the cap when nothing stops it (about 15 s)."""
     assert _run_capped(expanding_docx, "unbounded")["outcome"] == "MemoryError"
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"a":' * 500 + '"A house"' + "}" * 500])
+def test_deeply_nested_json_is_a_typed_error(tmp_path: Path, text: str) -> None:
+    """Python's JSON reader and the walk over a string file recurse: deep nesting is refused, never a
+    RecursionError (an untyped crash)."""
+    source = tmp_path / "deep.json"
+    source.write_text(text, encoding="utf-8")
+    with pytest.raises(DocumentFormatError, match="nests objects and arrays"):
+        JsonHandler().translate(source, tmp_path / "out.json", FakeTranslator(), None)
+    source.write_text('{"a":' * (MAX_JSON_DEPTH - 1) + '"A house"' + "}" * (MAX_JSON_DEPTH - 1))
+    JsonHandler().translate(source, tmp_path / "out.json", FakeTranslator(), None)
+    assert "A HOUSE" in (tmp_path / "out.json").read_text(encoding="utf-8")
