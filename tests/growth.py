@@ -18,6 +18,9 @@ MAX_RATIO = 8.0
 REPEATS = 5
 #: Each timed sample runs the work this long at least at size n, so a sample is not lost in timer noise.
 MIN_SAMPLE_S = 0.0005
+#: Measurements taken again before a ratio over the bound fails (a shared machine has busy moments; a
+#: quadratic scanner is over the bound every time).
+RETRIES = 2
 
 
 def repeat(unit: str) -> Callable[[int], str]:
@@ -69,7 +72,9 @@ def assert_linear(
     slow: dict[str, float] = {}
     for name, make in inputs.items():
         ratio = growth_ratio(work, make, n, growth, repeats)
-        if ratio >= max_ratio:
+        for _ in range(RETRIES):
+            if ratio < max_ratio:
+                break
             ratio = min(ratio, growth_ratio(work, make, n, growth, repeats))  # the machine may have been busy
         if ratio >= max_ratio:
             slow[name] = round(ratio, 1)
