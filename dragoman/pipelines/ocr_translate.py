@@ -85,6 +85,7 @@ def ocr_translate(
         )
     options = TranslateOptions(target, source, tier, tuple(glossary))
     translator = EngineTextTranslator(engine, options, context=context)
+    context.check()  # a call cancelled (or timed out) while it waited for a thread does not start
     out: Path | None = None
     if render:
         out = output_path(source_path, output, target)

@@ -139,6 +139,7 @@ def translate_file(
     options = TranslateOptions(target, source, tier, tuple(glossary))
     translator = EngineTextTranslator(engine, options, context=context)
     out = output_path(source_path, output, target)
+    context.check()  # a call cancelled (or timed out) while it waited for a thread does not start
     with atomic_output(out, overwrite=overwrite) as partial:
         report: DocumentReport = handler.translate(source_path, partial, translator, context.report)
     return DocumentResult(

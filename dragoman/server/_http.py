@@ -9,8 +9,9 @@
   those routes and the models' JSON schemas: no schema is written beside the models.
 * :func:`read_body`: the body counted while it streams in (chunked bodies have no ``Content-Length``).
 * :class:`EnginePool`: engine calls on a fixed set of threads. Requests in flight beyond
-  ``workers + queue_limit`` get 503 with ``Retry-After``; a call past its timeout gets 504 while its thread
-  finishes the work (its :class:`~dragoman.progress.JobContext` deadline stops it at the next chunk).
+  ``workers + queue_limit`` get 503 with ``Retry-After``; a call past its timeout gets 504, and its work
+  stops at its next check (its :class:`~dragoman.progress.JobContext` carries the deadline, and its token is
+  cancelled once the request is abandoned), which frees the thread.
 * :class:`Gate`: pure ASGI (cheap on the hot path). It refuses, in order: a ``Host`` that is not a loopback
   name (DNS rebinding), an ``Origin`` not in the allowed list (CORS is closed by default; preflights of
   allowed origins are answered here, without the token, as browsers send none), a missing or wrong bearer
@@ -347,7 +348,8 @@ class EnginePool:
 
     async def run(self, fn: Callable[[JobContext], T]) -> T:
         """``fn(context)`` on an engine thread; ``context`` carries the deadline the pool answers 504 at,
-        so work abandoned at the timeout also stops at its next chunk and frees its thread."""
+        and its token is cancelled when the request is abandoned (the timeout, or the request's task
+        cancelled), so abandoned work stops at its next check and frees its thread."""
         with self._lock:
             waiting = self._busy - self.workers
             if waiting >= self.queue_limit:
@@ -379,6 +381,9 @@ class EnginePool:
                 if time.monotonic() >= context.deadline:
                     raise self._timeout() from exc
             raise
+        finally:
+            if not future.done():  # abandoned (timeout, request cancelled, daemon stopping): stop the work
+                context.cancel.cancel("the request was abandoned (timeout or cancellation)")
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

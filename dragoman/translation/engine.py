@@ -34,7 +34,7 @@ from dragoman.translation.glossary import validate_entries
 from dragoman.translation.pack_cache import PackCache
 from dragoman.translation.protection import protect
 from dragoman.translation.routing import reachable_pairs
-from dragoman.translation.segmentation import Segmented, segment
+from dragoman.translation.segmentation import Segmented, segment, split_to_limit
 from dragoman.translation.types import (
     GlossaryEntry,
     Pieces,
@@ -49,6 +49,23 @@ log = logging.getLogger("dragoman.translation")
 FALLBACK_SOURCE = "eng_Latn"
 #: Segments per backend call: big enough to batch well, small enough for progress and cancellation.
 CHUNK_SEGMENTS = 256
+#: Characters per backend call (the segments of one call add up to at most this, but a single segment):
+#: a backend call cannot be interrupted, so this bounds how long cancellation or a deadline waits.
+CHUNK_CHARS = 16_000
+#: A segment longer than this (a text with no sentence boundary) is cut, between its protected spans, into
+#: parts of at most this many characters (a span longer than this stays whole), translated as segments of
+#: their own and joined again: one 1 MB "sentence" is many small units of work, not one that cannot stop.
+MAX_SEGMENT_CHARS = 4_000
+#: Segments protected, guarded or re-marked between two checks of the context (each a few microseconds).
+CHECK_EVERY = 256
+
+
+def _check(context: JobContext | None) -> None:
+    """Stop here (:class:`~dragoman.errors.Cancelled` or :class:`~dragoman.errors.EngineTimeout`) once the
+    work is cancelled or past its deadline: called between every small unit of CPU work, not only between
+    backend calls, so a 1 MB text stops within one unit (a text segmented, 256 segments protected)."""
+    if context is not None:
+        context.check()
 
 
 @dataclass
@@ -68,8 +85,57 @@ def _note(pack_id: str, code: str, count: int) -> str:
     return f"{code}: {pack_id} reported {count}"
 
 
-def _pieces_text(pieces: Pieces) -> str:
-    return "".join(p.source if isinstance(p, Protected) else p for p in pieces)
+def _pieces_len(pieces: Pieces) -> int:
+    return sum(len(p.source) if isinstance(p, Protected) else len(p) for p in pieces)
+
+
+def _split_long(pieces: Pieces, limit: int = MAX_SEGMENT_CHARS) -> list[Pieces]:
+    """``pieces`` cut into parts of at most ``limit`` characters, never inside a protected span; the plain
+    text is cut where :func:`split_to_limit` prefers (punctuation, then whitespace). One part when short."""
+    if _pieces_len(pieces) <= limit:
+        return [pieces]
+    parts: list[Pieces] = []
+    current: list[str | Protected] = []
+    size = 0
+    units: list[str | Protected] = []
+    for piece in pieces:
+        units.extend(split_to_limit(piece, len, limit) if isinstance(piece, str) else [piece])
+    for unit in units:
+        n = len(unit.source) if isinstance(unit, Protected) else len(unit)
+        if current and size + n > limit:
+            parts.append(tuple(current))
+            current, size = [], 0
+        current.append(unit)
+        size += n
+    if current:
+        parts.append(tuple(current))
+    return parts
+
+
+def _join_parts(translations: Sequence[str]) -> str:
+    """The translations of one segment's parts as one text (a space between parts that have none)."""
+    out = ""
+    for text in translations:
+        if out and text and not out[-1].isspace() and not text[0].isspace():
+            out += " "
+        out += text
+    return out
+
+
+def _chunks(batch: Sequence[Pieces]) -> list[slice]:
+    """``batch`` in slices of at most ``CHUNK_SEGMENTS`` segments and ``CHUNK_CHARS`` characters (but one
+    segment), in order: the units of work between which cancellation and the deadline are checked."""
+    out: list[slice] = []
+    start = chars = 0
+    for i, pieces in enumerate(batch):
+        n = _pieces_len(pieces)
+        if i > start and (i - start >= CHUNK_SEGMENTS or chars + n > CHUNK_CHARS):
+            out.append(slice(start, i))
+            start, chars = i, 0
+        chars += n
+    if start < len(batch):
+        out.append(slice(start, len(batch)))
+    return out
 
 
 def _reprotect(text: str, spans: Sequence[Protected]) -> Pieces:
@@ -184,9 +250,9 @@ class Engine:
         source_code = resolve(options.source) if options.source is not None else None
         entries = validate_entries(options.glossary, limit=None)
         taken = TranslateOptions(target_code, source_code, chosen_tier, entries)
-        if context is not None:
-            context.check()
+        _check(context)
         groups, detections = self._group_by_source(texts, source_code)
+        _check(context)
         outputs: list[str] = list(texts)
         warnings: dict[int, list[str]] = {i: [] for i in range(len(texts))}
         routes: dict[int, Route | None] = {}
@@ -301,20 +367,38 @@ class Engine:
                         f"same_language: source and target are both {target}; text returned unchanged"
                     ]
             return None, notes
-        layouts = {i: segment(texts[i]) for i in group.indexes}
+        layouts: dict[int, Segmented] = {}
+        for i in group.indexes:
+            layouts[i] = segment(texts[i])
+            _check(context)
         if not any(layout.sentences for layout in layouts.values()):
             return None, notes  # nothing but whitespace: returned as it came
         route = self.route(group.source, target, tier)
-        protected = {i: [protect(s, glossary) for s in layout.sentences] for i, layout in layouts.items()}
-        unique = dict.fromkeys(pieces for segments in protected.values() for pieces in segments)
-        ordered = sorted(unique, key=lambda p: len(_pieces_text(p)))
+        # Each sentence of each text: its parts (one, unless the sentence is over MAX_SEGMENT_CHARS).
+        protected: dict[int, list[list[Pieces]]] = {}
+        count = 0
+        for i, layout in layouts.items():
+            protected[i] = []
+            for sentence in layout.sentences:
+                protected[i].append(_split_long(protect(sentence, glossary)))
+                count += 1
+                if count % CHECK_EVERY == 0:
+                    _check(context)
+        _check(context)
+        unique = dict.fromkeys(
+            part for segments in protected.values() for parts in segments for part in parts
+        )
+        ordered = sorted(unique, key=_pieces_len)
         translated, run_notes = self._run_route(route, ordered, context)
         if tier == "fast":
             translated, guard_notes = self._guard(route, ordered, translated, group.source, target, context)
             run_notes.extend(guard_notes)
         by_pieces = dict(zip(ordered, translated, strict=True))
         for i, layout in layouts.items():
-            outputs[i] = layout.rebuild([by_pieces[pieces] for pieces in protected[i]])
+            _check(context)
+            outputs[i] = layout.rebuild(
+                [_join_parts([by_pieces[p] for p in parts]) for parts in protected[i]]
+            )
             notes[i] = list(run_notes)
         return route, notes
 
@@ -331,15 +415,14 @@ class Engine:
         total = len(batch) * len(route.hops)
         done = 0
         out: list[str] = []
-        for hop in route.hops:
+        for number, hop in enumerate(route.hops, start=1):
             out = []
             counts: dict[str, int] = {}
             # Held in use for the whole hop: the memory budget or idle unloading never closes it mid-batch.
             with self.pack_cache.use(hop.pack_id) as backend:
-                for start in range(0, len(current), CHUNK_SEGMENTS):
-                    if context is not None:
-                        context.check()
-                    chunk = current[start : start + CHUNK_SEGMENTS]
+                for part in _chunks(current):
+                    _check(context)
+                    chunk = current[part]
                     answer = backend.translate_batch(chunk, hop.source, hop.target)
                     out.extend(answer.texts)
                     for code, count in answer.notes.items():
@@ -348,8 +431,14 @@ class Engine:
                     if context is not None and report:
                         context.report(done, total, f"{hop.pack_id}: {hop.source}->{hop.target}")
             notes.extend(_note(hop.pack_id, code, count) for code, count in counts.items() if count)
-            spans = [[p for p in pieces if isinstance(p, Protected)] for pieces in batch]
-            current = [_reprotect(text, s) if s else (text,) for text, s in zip(out, spans, strict=True)]
+            if number == len(route.hops):
+                break  # the last hop's output is the answer: nothing to re-mark
+            current = []
+            for n, (text, pieces) in enumerate(zip(out, batch, strict=True), start=1):
+                spans = [p for p in pieces if isinstance(p, Protected)]
+                current.append(_reprotect(text, spans) if spans else (text,))
+                if n % CHECK_EVERY == 0:
+                    _check(context)
         return out, notes
 
     def _guard(
@@ -364,6 +453,8 @@ class Engine:
         """Check each segment; send those that trip a guard through the best route."""
         tripped: dict[int, list[str]] = {}
         for i, (pieces, output) in enumerate(zip(batch, translated, strict=True)):
+            if i % CHECK_EVERY == 0:
+                _check(context)
             names = guards.check(pieces, output, target=target, detect=self.detector.detect)
             if names:
                 tripped[i] = names

@@ -116,10 +116,11 @@ async def translate(
     """Translate one text on this device. Returns the translation with source and target as FLORES-200
     codes, the seconds it took and any warnings (e.g. source_uncertain when detection was unsure)."""
     store = state_of(ctx).glossary
+    context = job_context(ctx.report_progress)
     result = await run_engine(
         ctx,
         lambda e: e.translate(
-            text, TranslateOptions(target, source, tier, store.resolve(_entries(glossary)))
+            text, TranslateOptions(target, source, tier, store.resolve(_entries(glossary))), context=context
         ),
     )
     out = TranslateOutput.from_result(result)
