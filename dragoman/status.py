@@ -1,7 +1,8 @@
 """``engine_status``: what this device can do, where everything lives, what is loaded, whether a daemon runs.
 
 Composed from each package's own ``status()``: the engine's (packs and broken packs, the detection model,
-Apertium, CTranslate2's support on this CPU, uptime), Tesseract's (:func:`dragoman.documents.ocr.status`),
+Apertium, CTranslate2's support on this CPU, the batcher, uptime), Tesseract's
+(:func:`dragoman.documents.ocr.status`),
 and the local daemon's liveness, which the front door asks and passes in
 (:func:`dragoman.server.daemon.portfile.daemon_status`): this module sits below the front doors and imports
 none of them, and the engine knows nothing of the daemon.
@@ -54,5 +55,6 @@ def engine_status(engine: Engine, *, daemon: Mapping[str, Any] | None = None) ->
         "apertium": translation["apertium"],
         "tesseract": ocr.status(),
         "daemon": dict(daemon) if daemon is not None else None,
+        "batching": translation["batching"],
         "uptime_seconds": translation["uptime_seconds"],
     }

@@ -28,6 +28,7 @@ KEYS = [
     "apertium",
     "tesseract",
     "daemon",
+    "batching",
     "uptime_seconds",
 ]
 
@@ -60,6 +61,8 @@ def test_status_is_composed_from_each_packages_status(engine: Engine, packs_dir:
     assert status["apertium"]["enabled"] is False and status["apertium"]["pairs"] == []
     assert status["tesseract"] == ocr.status()
     assert status["daemon"] == daemon and status["daemon"] is not daemon
+    assert status["batching"] == engine.batching_status()
+    assert status["batching"]["batches"] == 0 and status["batching"]["queue_depth"] == 0
     assert status["uptime_seconds"] >= 0
 
 
@@ -84,6 +87,7 @@ def test_engine_status_is_the_translation_part(engine: Engine) -> None:
         "broken_packs",
         "detection",
         "apertium",
+        "batching",
         "uptime_seconds",
     }
     assert part["detection"] == engine.detector.status()

@@ -130,6 +130,24 @@ class BatchResponse(BaseModel):
         return cls(results=[TranslationResultModel.from_result(r) for r in results])
 
 
+class BatchingInfo(BaseModel):
+    """The engine's dynamic batcher (:mod:`dragoman.translation.batcher`): what it merged, what waits now.
+    Part of ``GET /health``'s engine object and of MCP ``engine_status``."""
+
+    enabled: bool = Field(description="concurrent callers' segments are merged per route")
+    batches: int = Field(description="backend calls the batcher formed since the engine started")
+    segments: int = Field(description="segments those calls translated")
+    mean_batch_size: float = Field(description="segments per call formed (0 before the first)")
+    merged_batches: int = Field(description="calls that held more than one caller's segments")
+    reruns: int = Field(description="callers' parts run again alone after a merged call failed")
+    queue_depth: int = Field(description="segments waiting for a batch now")
+    waiting_callers: int = Field(description="callers with segments waiting now")
+    running_batches: int = Field(description="batches running now")
+    max_segments: int = Field(description="segments per call at most")
+    max_chars: int = Field(description="characters per call at most (a longer segment goes alone)")
+    window_ms: float = Field(description="how long a busy route waits to fill a batch (an idle one never)")
+
+
 class ErrorBody(BaseModel):
     """Every error answer."""
 

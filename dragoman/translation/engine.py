@@ -29,6 +29,7 @@ from dragoman.settings import Settings
 from dragoman.translation import guards
 from dragoman.translation.backends.apertium import apertium_status
 from dragoman.translation.backends.ctranslate2_backend import cpu_support
+from dragoman.translation.batcher import Batcher
 from dragoman.translation.glossary import for_pair as glossary_for_pair
 from dragoman.translation.glossary import validate_entries
 from dragoman.translation.pack_cache import PackCache
@@ -165,6 +166,8 @@ class Engine:
         self.pack_cache = PackCache(self.settings)
         self.detector = Detector(self.settings.engine.detection_model)
         self.started = time.time()
+        #: Merges concurrent callers' segments per route into one backend call (see ``batcher``).
+        self.batcher = Batcher()
 
     # ----- languages -----------------------------------------------------------------------------
     def installed_pairs(self) -> set[tuple[str, str]]:
@@ -208,8 +211,13 @@ class Engine:
             "apertium": apertium_status(
                 self.pack_cache.apertium_modes(), engine.apertium_modes_dirs, engine.apertium_enabled
             ),
+            "batching": self.batcher.stats(),
             "uptime_seconds": round(time.time() - self.started, 3),
         }
+
+    def batching_status(self) -> dict[str, Any]:
+        """The dynamic batcher's counters: batches formed, mean batch size, queue depth (cheap)."""
+        return self.batcher.stats()
 
     # ----- translation ---------------------------------------------------------------------------
     def translate(
@@ -423,7 +431,7 @@ class Engine:
                 for part in _chunks(current):
                     _check(context)
                     chunk = current[part]
-                    answer = backend.translate_batch(chunk, hop.source, hop.target)
+                    answer = self.batcher.translate(backend, chunk, hop.source, hop.target, context)
                     out.extend(answer.texts)
                     for code, count in answer.notes.items():
                         counts[code] = counts.get(code, 0) + count

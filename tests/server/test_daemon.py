@@ -150,6 +150,10 @@ def test_health_documents_the_engine(client: httpx.Client) -> None:
     assert set(eng["packs_loaded"]) <= set(eng["packs_installed"])
     assert eng["backends"] == {"ctranslate2": True, "apertium": True}
     assert eng["queue"] == {"workers": 2, "limit": 64, "in_flight": 0, "timeout_seconds": 60}
+    client.post("/translate", json={"text": "The house is red.", "target": "de", "source": "en"})
+    batching = client.get("/health").json()["engine"]["batching"]  # argos-en-de went through the batcher
+    assert batching["enabled"] is True and batching["batches"] >= 1 and batching["mean_batch_size"] >= 1
+    assert batching["queue_depth"] == 0 and batching["max_segments"] == 64
     assert eng["auth"] is False
 
 

@@ -26,6 +26,7 @@ from dragoman.server.local_store import GlossaryStore
 from dragoman.settings import Settings
 from dragoman.translation import engine as engine_module
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
+from dragoman.translation.batcher import BATCH_SEGMENTS
 from dragoman.translation.engine import Engine
 from dragoman.translation.types import BatchOutput, GlossaryEntry, TranslateOptions
 
@@ -361,9 +362,11 @@ def test_backend_notes_become_result_warnings_summed_per_hop(pack_only_engine: E
     backend.translate_batch = noting  # type: ignore[method-assign]
     texts = [f"Sentence number {i}." for i in range(engine_module.CHUNK_SEGMENTS + 10)]  # two chunks
     results = pack_only_engine.translate_many(texts, TranslateOptions("es", source="en"))
+    # The batcher cuts each chunk into calls of at most BATCH_SEGMENTS: 256 segments in 4 calls, 10 in 1.
+    calls = -(-engine_module.CHUNK_SEGMENTS // BATCH_SEGMENTS) + 1
     assert results[0].warnings == (
-        "unknown_words: argos-en-es left 4 word(s) it does not know untranslated",
-        "odd_thing: argos-en-es reported 2",
+        f"unknown_words: argos-en-es left {2 * calls} word(s) it does not know untranslated",
+        f"odd_thing: argos-en-es reported {calls}",
     )
     assert all(r.warnings == results[0].warnings for r in results)
 
@@ -382,7 +385,9 @@ def test_cancel_stops_the_engine_at_the_next_chunk(pack_only_engine: Engine) -> 
     texts = [f"Sentence number {i}." for i in range(3 * engine_module.CHUNK_SEGMENTS)]
     with pytest.raises(Cancelled, match="the user gave up"):
         pack_only_engine.translate_many(texts, TranslateOptions("es", source="en"), context=context)
-    assert counter.calls == [engine_module.CHUNK_SEGMENTS]  # one chunk done, then stopped
+    # One chunk done (in calls of at most the batcher's budget), then stopped.
+    assert sum(counter.calls) == engine_module.CHUNK_SEGMENTS
+    assert max(counter.calls) <= BATCH_SEGMENTS
     assert seen == [engine_module.CHUNK_SEGMENTS]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from dragoman.limits import Provenance
+from dragoman.server._wire import BatchingInfo
 
 
 class Backends(BaseModel):
@@ -32,6 +33,9 @@ class EngineInfo(BaseModel):
     packs_loaded: list[str] = Field(description="ids of packs loaded in memory (a pack loads on first use)")
     backends: Backends
     queue: QueueInfo
+    batching: BatchingInfo | None = Field(
+        default=None, description="the engine's dynamic batcher (null for an engine without one)"
+    )
     auth: bool = Field(description="true when SERVICE_SERVE_TOKEN is set (bearer token required)")
 
 

@@ -27,7 +27,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from functools import cache, partial
-from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
 import anyio.to_thread
 import uvicorn
@@ -81,6 +81,7 @@ from dragoman.server._http import (
     read_body,
 )
 from dragoman.server._wire import (
+    BatchingInfo,
     BatchResponse,
     LanguageRow,
     TranslateRequest,
@@ -124,6 +125,13 @@ class EngineLike(Protocol):
     ) -> list[TranslationResult]: ...
 
     def languages(self, *, installed_only: bool = True) -> list[Language]: ...
+
+
+@runtime_checkable
+class ReportsBatching(Protocol):
+    """An engine with a dynamic batcher (the real one; test stubs may have none)."""
+
+    def batching_status(self) -> dict[str, Any]: ...
 
 
 def _checked(texts: Sequence[str], results: Sequence[TranslationResult]) -> None:
@@ -182,6 +190,11 @@ def _health(state: Any) -> HealthResponse:
                 limit=pool.queue_limit,
                 in_flight=pool.in_flight,
                 timeout_seconds=pool.timeout,
+            ),
+            batching=(
+                BatchingInfo.model_validate(engine.batching_status())
+                if isinstance(engine, ReportsBatching)
+                else None
             ),
             auth=state.auth,
         ),

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dragoman.limits import MAX_GLOSSARY_ENTRIES, MAX_TERM_CHARS, MAX_TEXT_CHARS, Provenance
 from dragoman.limits import Tier as TierName
-from dragoman.server._wire import GlossaryItem, TranslationResultModel
+from dragoman.server._wire import BatchingInfo, GlossaryItem, TranslationResultModel
 from dragoman.server._wire import LanguageRow as LanguageRow  # the tools name it from here
 
 #: Spec 8: 64 texts and 200 glossary terms per request, 1 MB of text per translate body.
@@ -92,6 +92,9 @@ class StatusOutput(BaseModel):
     apertium: dict[str, Any]
     tesseract: dict[str, Any]
     daemon: dict[str, Any] | None
+    batching: BatchingInfo = Field(
+        description="The engine's dynamic batcher: batches formed, mean size, queue."
+    )
     uptime_seconds: float
     allowed_dirs: list[str] = Field(
         description="Directories the file tools may read and write now: the client's roots plus "

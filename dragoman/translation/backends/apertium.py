@@ -315,6 +315,9 @@ class ApertiumBackend:
     pipeline. A pipeline closed by the pool starts again at the next call.
     """
 
+    #: A batch is one stream through the warm pipeline already: the engine's batcher leaves it alone.
+    coalesces = False
+
     def __init__(
         self,
         mode: ApertiumMode,

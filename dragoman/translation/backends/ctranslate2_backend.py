@@ -89,6 +89,12 @@ def _model_config(model_dir: Path) -> dict[str, Any]:
 class CTranslate2Backend:
     """A loaded CTranslate2 pack. Build it with :meth:`load`."""
 
+    #: One call of 64 segments costs about what a few single calls do: the engine's batcher merges
+    #: concurrent callers' segments into one call (:mod:`dragoman.translation.batcher`).
+    coalesces = True
+    #: Calls CTranslate2 runs at once (its ``inter_threads``): the batcher keeps this many batches running.
+    parallel_calls = 1
+
     def __init__(
         self,
         manifest: PackManifest,
@@ -163,9 +169,11 @@ class CTranslate2Backend:
         except (IndexError, KeyError) as exc:  # ctranslate2 on a model.bin with a valid header, wrong body
             raise PackIntegrityError(f"{context}: model.bin is unreadable ({exc}). {hint}") from exc
         log.info("loaded pack %s (%s, %s, %s)", manifest.id, manifest.kind, device, compute_type)
-        return cls(
+        backend = cls(
             manifest, directory, translator, source_sp, target_sp, options=options, model_specials=specials
         )
+        backend.parallel_calls = max(1, inter_threads)
+        return backend
 
     # -- tokens -----------------------------------------------------------------------------------
 

@@ -1,0 +1,368 @@
+"""Dynamic batching: concurrent callers' segments for one route are coalesced into one backend call.
+
+A neural backend translates 64 segments in one call about ten times faster than in 64 calls, but each
+request to a server brings only a few. The :class:`Batcher` sits between the engine and its backends, per
+lane (one loaded backend, one source, one target), the way Triton's dynamic batcher and
+text-embeddings-inference's queue sit in front of a model:
+
+- **No dedicated thread (leader/follower).** A caller whose lane is idle becomes the *leader* at once and
+  runs its own segments: an idle engine adds no wait. Callers that arrive while the lane's batches run
+  (at most ``parallel_calls`` at a time, the backend's own parallelism) queue up; when a batch ends, the
+  oldest waiting caller is woken as the next leader and runs whatever is queued, its own and others'.
+- **A budget.** A batch holds at most ``max_segments`` segments and ``max_chars`` characters (but always
+  one segment): a backend call cannot be interrupted, so this also bounds how long cancellation waits.
+- **A short adaptive window.** A leader that starts while another batch of its lane is running (the lane
+  is busy, so more callers are coming) waits up to ``window`` seconds for the queue to fill its budget.
+- **Fairness.** The queue is served round-robin between callers, one segment at a time: one caller's 256
+  segments share every batch with the single-text callers that arrived behind them, never starve them.
+- **Isolation.** Each caller gets back exactly its own translations in order and its own notes; when a
+  merged call fails, or reports notes that cannot be told apart, each caller's part is run again on its
+  own, so only the caller whose segments fail gets the error. A caller waiting in the queue checks its
+  :class:`~dragoman.progress.JobContext` (cancellation, deadline) and leaves the queue when it stops.
+- **Bounded.** At most ``max_queued`` segments wait per lane; beyond it a caller is refused
+  (:class:`~dragoman.errors.Saturated`).
+
+Backends that gain nothing (Apertium: one warm pipeline per pair, a batch is one stream already) say so
+with ``coalesces = False`` (or by not having the attribute) and are called directly.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dragoman.errors import BackendError, Saturated
+from dragoman.progress import JobContext
+from dragoman.translation.backends.base import Backend
+from dragoman.translation.types import BatchOutput, Pieces, Protected
+
+#: Segments per coalesced backend call.
+BATCH_SEGMENTS = 64
+#: Characters per coalesced backend call (but one segment, which may be longer).
+BATCH_CHARS = 16_000
+#: How long a leader of a busy lane waits for its batch to fill (seconds); an idle lane never waits.
+BATCH_WINDOW = 0.002
+#: Segments allowed to wait per lane; beyond it a caller gets :class:`~dragoman.errors.Saturated`.
+MAX_QUEUED_SEGMENTS = 8192
+#: How often a caller waiting in the queue checks its context for cancellation (seconds).
+CHECK_INTERVAL = 0.05
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """The batcher's budget: see the module's docstring."""
+
+    max_segments: int = BATCH_SEGMENTS
+    max_chars: int = BATCH_CHARS
+    window: float = BATCH_WINDOW
+    max_queued: int = MAX_QUEUED_SEGMENTS
+
+    def __post_init__(self) -> None:
+        if self.max_segments < 1 or self.max_chars < 1 or self.max_queued < 1 or self.window < 0:
+            raise ValueError(f"batch limits must be positive: {self}")
+
+
+def coalesces(backend: Backend) -> bool:
+    """Whether ``backend`` gains from merging callers' segments into one call (its ``coalesces``)."""
+    return bool(getattr(backend, "coalesces", False))
+
+
+def _size(pieces: Pieces) -> int:
+    return sum(len(p.source) if isinstance(p, Protected) else len(p) for p in pieces)
+
+
+class _Request:
+    """One caller's segments on their way through a lane."""
+
+    __slots__ = ("cond", "done", "error", "lead", "next", "notes", "results", "segments")
+
+    def __init__(self, segments: Sequence[Pieces], cond: threading.Condition) -> None:
+        self.segments = segments
+        self.cond = cond
+        self.results: list[str] = [""] * len(segments)
+        self.next = 0  # the first segment not yet taken into a batch
+        self.done = 0  # segments whose translation has arrived
+        self.notes: dict[str, int] = {}
+        self.error: BaseException | None = None
+        self.lead = False  # designated to run the lane's next batch
+
+    @property
+    def pending(self) -> int:
+        return len(self.segments) - self.next
+
+    @property
+    def finished(self) -> bool:
+        return self.error is not None or self.done == len(self.segments)
+
+
+class _Lane:
+    """The queue of one (backend, source, target)."""
+
+    __slots__ = ("grown", "queue", "queued", "running", "slots", "users")
+
+    def __init__(self, slots: int, lock: threading.Lock) -> None:
+        self.slots = slots
+        self.queue: deque[_Request] = deque()  # requests with segments not yet taken, in round-robin order
+        self.queued = 0  # segments not yet taken
+        self.running = 0  # batches running or about to (leaders designated)
+        self.users = 0  # callers inside the lane
+        self.grown = threading.Condition(lock)  # notified when segments join the queue
+
+
+_Item = tuple[_Request, int]
+
+
+class Batcher:
+    """Coalesces concurrent callers' segments per lane; thread-safe, one per engine. See the module."""
+
+    def __init__(self, limits: BatchLimits | None = None, *, enabled: bool = True) -> None:
+        self.limits = limits or BatchLimits()
+        self.enabled = enabled
+        self._lock = threading.Lock()
+        self._lanes: dict[tuple[int, str, str], _Lane] = {}
+        self._batches = 0
+        self._segments = 0
+        self._merged = 0  # batches holding more than one caller's segments
+        self._reruns = 0  # callers' parts run again on their own after a merged call failed
+
+    # ----- the one entry point ---------------------------------------------------------------------
+    def translate(
+        self,
+        backend: Backend,
+        batch: Sequence[Pieces],
+        source: str,
+        target: str,
+        context: JobContext | None = None,
+    ) -> BatchOutput:
+        """``backend.translate_batch(batch, source, target)``, coalesced with concurrent callers of the same
+        lane when the backend gains from it. Raises what the backend raised for this caller's segments,
+        :class:`~dragoman.errors.Cancelled` or :class:`~dragoman.errors.EngineTimeout` from ``context``
+        while queued, or :class:`~dragoman.errors.Saturated` when the lane's queue is full."""
+        if not self.enabled or not batch or not coalesces(backend):
+            return backend.translate_batch(batch, source, target)
+        key = (id(backend), source, target)  # the caller holds the backend: its id is not reused meanwhile
+        slots = max(1, int(getattr(backend, "parallel_calls", 1)))
+        with self._lock:
+            lane = self._lanes.get(key)
+            if lane is None:
+                lane = self._lanes[key] = _Lane(slots, self._lock)
+            if lane.queued and lane.queued + len(batch) > self.limits.max_queued:
+                raise Saturated(
+                    f"{lane.queued} segments already wait for {source}->{target}; retry shortly", 1
+                )
+            request = _Request(batch, threading.Condition(self._lock))
+            lane.users += 1
+            lane.queue.append(request)
+            lane.queued += len(batch)
+            lane.grown.notify_all()
+            self._dispatch(lane)
+        try:
+            self._serve(lane, request, backend, source, target, context)
+        finally:
+            with self._lock:
+                lane.users -= 1
+                if lane.users == 0 and self._lanes.get(key) is lane:
+                    del self._lanes[key]
+        if request.error is not None:
+            raise request.error
+        return BatchOutput(tuple(request.results), dict(request.notes))
+
+    def stats(self) -> dict[str, Any]:
+        """Batches formed, their mean size, how many merged callers, and what waits now."""
+        with self._lock:
+            depth = sum(lane.queued for lane in self._lanes.values())
+            waiting = sum(len(lane.queue) for lane in self._lanes.values())
+            running = sum(lane.running for lane in self._lanes.values())
+            batches, segments = self._batches, self._segments
+            return {
+                "enabled": self.enabled,
+                "batches": batches,
+                "segments": segments,
+                "mean_batch_size": round(segments / batches, 3) if batches else 0.0,
+                "merged_batches": self._merged,
+                "reruns": self._reruns,
+                "queue_depth": depth,
+                "waiting_callers": waiting,
+                "running_batches": running,
+                "max_segments": self.limits.max_segments,
+                "max_chars": self.limits.max_chars,
+                "window_ms": round(self.limits.window * 1000, 3),
+            }
+
+    # ----- under the lock ---------------------------------------------------------------------------
+    def _dispatch(self, lane: _Lane) -> None:
+        """Designate leaders (oldest waiting caller first) while the lane has a free slot and work."""
+        while lane.running < lane.slots:
+            leader = next((r for r in lane.queue if not r.lead), None)
+            if leader is None:
+                return
+            leader.lead = True
+            lane.running += 1
+            leader.cond.notify()
+
+    def _withdraw(self, lane: _Lane, request: _Request, error: BaseException) -> None:
+        """Take ``request`` out of the queue (its batches under way finish, their results dropped)."""
+        if request.pending:
+            lane.queue.remove(request)
+            lane.queued -= request.pending
+            request.next = len(request.segments)
+        if request.lead:
+            request.lead = False
+            lane.running -= 1
+            self._dispatch(lane)
+        if request.error is None:
+            request.error = error
+
+    def _gather(self, lane: _Lane) -> list[_Item]:
+        """The next batch, taken from the queue round-robin, one segment per caller per turn."""
+        limits = self.limits
+        if lane.running > 1 and lane.queued < limits.max_segments and limits.window > 0:
+            end = time.monotonic() + limits.window  # busy: more callers are coming, wait a moment for them
+            while lane.queued < limits.max_segments:
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                lane.grown.wait(left)
+        items: list[_Item] = []
+        chars = 0
+        while lane.queue and len(items) < limits.max_segments:
+            request = lane.queue[0]
+            n = _size(request.segments[request.next])
+            if items and chars + n > limits.max_chars:
+                break
+            items.append((request, request.next))
+            chars += n
+            request.next += 1
+            lane.queued -= 1
+            if request.pending:
+                lane.queue.rotate(-1)
+            else:
+                lane.queue.popleft()
+        return items
+
+    def _deliver(
+        self, lane: _Lane, parts: dict[_Request, tuple[list[int], BatchOutput | BaseException]]
+    ) -> None:
+        for request, (indexes, outcome) in parts.items():
+            if isinstance(outcome, BaseException):
+                if request.pending:
+                    lane.queue.remove(request)
+                    lane.queued -= request.pending
+                    request.next = len(request.segments)
+                if request.error is None:
+                    request.error = outcome
+            else:
+                for i, text in zip(indexes, outcome.texts, strict=True):
+                    request.results[i] = text
+                request.done += len(indexes)
+                for code, count in outcome.notes.items():
+                    request.notes[code] = request.notes.get(code, 0) + count
+            if request.finished:
+                request.cond.notify()
+        lane.running -= 1
+        self._dispatch(lane)
+
+    # ----- a caller's life in the lane ----------------------------------------------------------------
+    def _serve(
+        self,
+        lane: _Lane,
+        request: _Request,
+        backend: Backend,
+        source: str,
+        target: str,
+        context: JobContext | None,
+    ) -> None:
+        while True:
+            with self._lock:
+                while not (request.lead or request.finished):
+                    request.cond.wait(self._wait_for(context))
+                    if context is not None and not (request.lead or request.finished):
+                        try:
+                            context.check()
+                        except BaseException as exc:
+                            self._withdraw(lane, request, exc)
+                            raise
+                if request.finished:
+                    if request.lead:  # finished by others' batches after being designated: pass it on
+                        request.lead = False
+                        lane.running -= 1
+                        self._dispatch(lane)
+                    return
+                if context is not None:
+                    try:
+                        context.check()
+                    except BaseException as exc:
+                        self._withdraw(lane, request, exc)  # hands the slot on
+                        raise
+                request.lead = False  # this caller runs the next batch; its slot is counted in running
+                items = self._gather(lane)
+                if not items:
+                    lane.running -= 1
+                    self._dispatch(lane)
+                    continue
+            self._run(lane, backend, source, target, items)
+
+    def _run(self, lane: _Lane, backend: Backend, source: str, target: str, items: list[_Item]) -> None:
+        """One backend call for ``items``; each caller's part again on its own where the merged call
+        failed or reported notes. Delivers under the lock; never leaves a caller waiting forever."""
+        owners: dict[_Request, list[int]] = {}
+        for request, i in items:
+            owners.setdefault(request, []).append(i)
+        parts: dict[_Request, tuple[list[int], BatchOutput | BaseException]] = {}
+        try:
+            texts = [request.segments[i] for request, i in items]
+            merged: BatchOutput | BaseException
+            try:
+                merged = _checked(backend.translate_batch(texts, source, target), len(texts))
+            except Exception as exc:  # noqa: BLE001 - handed to the caller(s) whose segments failed
+                merged = exc
+            if len(owners) == 1:
+                request, indexes = next(iter(owners.items()))
+                parts[request] = (indexes, merged)
+            elif isinstance(merged, BaseException) or merged.notes:
+                for request, indexes in owners.items():  # whose segments failed, whose notes are whose
+                    try:
+                        own = [request.segments[i] for i in indexes]
+                        parts[request] = (
+                            indexes,
+                            _checked(backend.translate_batch(own, source, target), len(own)),
+                        )
+                    except Exception as exc:  # noqa: BLE001 - this caller's own error
+                        parts[request] = (indexes, exc)
+                with self._lock:
+                    self._reruns += len(owners)
+            else:
+                texts_of: dict[_Request, list[str]] = {request: [] for request in owners}
+                for (request, _), text in zip(items, merged.texts, strict=True):
+                    texts_of[request].append(text)
+                for request, indexes in owners.items():
+                    parts[request] = (indexes, BatchOutput(tuple(texts_of[request])))
+        except BaseException as exc:  # interrupted: nobody may wait for these segments forever
+            for request, indexes in owners.items():
+                parts.setdefault(request, (indexes, exc))
+            raise
+        finally:
+            with self._lock:
+                self._batches += 1
+                self._segments += len(items)
+                if len(owners) > 1:
+                    self._merged += 1
+                self._deliver(lane, parts)
+
+    @staticmethod
+    def _wait_for(context: JobContext | None) -> float | None:
+        if context is None:
+            return None
+        if context.deadline is None:
+            return CHECK_INTERVAL
+        return max(0.0, min(CHECK_INTERVAL, context.deadline - time.monotonic()))
+
+
+def _checked(output: BatchOutput, expected: int) -> BatchOutput:
+    if len(output.texts) != expected:
+        raise BackendError(f"the backend returned {len(output.texts)} translations for {expected} segments")
+    return output

@@ -1,0 +1,188 @@
+"""The dynamic batcher under stress: many threads, random sizes, failures, cancellations and deadlines.
+
+Every caller must come back (no lost wakeup leaves one waiting), with exactly its own translations in order
+or the error its own segments or its own context caused; no backend call may exceed the budget; and a
+single-text caller behind a big one is served in one of the next few calls (round-robin), not after it.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from dragoman.errors import BackendError, Cancelled, EngineTimeout
+from dragoman.progress import JobContext
+from dragoman.translation.backends.base import joined
+from dragoman.translation.batcher import Batcher, BatchLimits
+from dragoman.translation.types import BatchOutput, Pieces
+
+
+class Recorder:
+    """A coalescing backend that records each call (its texts, in the order calls started)."""
+
+    coalesces = True
+
+    def __init__(self, parallel_calls: int) -> None:
+        self.pack_id = "stress"
+        self.parallel_calls = parallel_calls
+        self.calls: list[tuple[str, ...]] = []
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most_running = 0
+
+    def started(self) -> int:
+        with self.lock:
+            return len(self.calls)
+
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        texts = tuple(joined(p) for p in batch)
+        with self.lock:
+            self.calls.append(texts)
+            self.running += 1
+            self.most_running = max(self.most_running, self.running)
+        try:
+            time.sleep(0.0002 + 0.00001 * len(texts))  # the GIL is released, as CTranslate2 does
+            if any(t.startswith("bad") for t in texts):
+                raise BackendError("a bad segment")
+            return BatchOutput(tuple(t[::-1] for t in texts))
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class Outcome:
+    texts: list[str]
+    context: JobContext | None
+    started_before: int
+    answer: BatchOutput | None = None
+    error: BaseException | None = None
+    cancelled: bool = False
+    late: bool = False
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def call(batcher: Batcher, backend: Recorder, outcome: Outcome) -> None:
+    try:
+        outcome.answer = batcher.translate(
+            backend, [(t,) for t in outcome.texts], "en", "es", outcome.context
+        )
+    except BaseException as exc:  # noqa: BLE001 - checked by the test
+        outcome.error = exc
+        if outcome.context is not None and outcome.context.deadline is not None:
+            outcome.late = time.monotonic() > outcome.context.deadline
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_caller_gets_exactly_its_own_under_random_load(seed: int) -> None:
+    rng = random.Random(seed)
+    limits = BatchLimits(max_segments=16, max_chars=400, window=rng.choice([0.0, 0.001]), max_queued=100_000)
+    batcher = Batcher(limits)
+    backend = Recorder(parallel_calls=rng.choice([1, 2, 3]))
+    outcomes: list[Outcome] = []
+    lock = threading.Lock()
+
+    def worker(tid: int) -> None:
+        local = random.Random(seed * 1000 + tid)
+        for k in range(6):
+            size = local.choice([1, 1, 1, 2, 3, 5, 8, 20, 40])
+            texts = [f"c{tid}-{k}-{i}-" + "x" * local.randrange(0, 30) for i in range(size)]
+            if local.random() < 0.1:
+                texts[local.randrange(size)] = f"bad{tid}-{k}"
+            context: JobContext | None = None
+            roll = local.random()
+            if roll < 0.2:
+                context = JobContext.of()
+                threading.Timer(local.uniform(0, 0.01), context.cancel.cancel).start()
+            elif roll < 0.3:
+                context = JobContext.of(timeout=local.uniform(0, 0.01))
+            outcome = Outcome(texts, context, backend.started())
+            with lock:
+                outcomes.append(outcome)
+            call(batcher, backend, outcome)
+
+    threads = [threading.Thread(target=worker, args=(tid,), daemon=True) for tid in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive(), "a caller never came back"
+
+    assert len(outcomes) == 24 * 6
+    done = 0
+    for outcome in outcomes:
+        if outcome.answer is not None:
+            assert outcome.error is None
+            assert outcome.answer.texts == tuple(t[::-1] for t in outcome.texts)  # its own, in order
+            assert not any(t.startswith("bad") for t in outcome.texts)
+            done += 1
+        elif isinstance(outcome.error, BackendError):
+            assert any(t.startswith("bad") for t in outcome.texts)  # only the caller that sent it
+        elif isinstance(outcome.error, Cancelled):
+            assert outcome.context is not None and outcome.context.cancel.cancelled
+        elif isinstance(outcome.error, EngineTimeout):
+            assert outcome.context is not None and outcome.late
+        else:
+            raise AssertionError(f"unexpected outcome {outcome.error!r}")
+    assert done > len(outcomes) // 2
+    for texts in backend.calls:
+        assert len(texts) <= limits.max_segments
+        assert len(texts) == 1 or sum(map(len, texts)) <= limits.max_chars
+    assert backend.most_running <= backend.parallel_calls
+    stats = batcher.stats()
+    assert stats["queue_depth"] == 0 and stats["waiting_callers"] == 0 and stats["running_batches"] == 0
+    assert stats["merged_batches"] >= 1  # the load did coalesce
+
+
+@pytest.mark.parametrize("parallel_calls", [1, 2])
+def test_single_text_callers_are_not_starved_by_a_big_one(parallel_calls: int) -> None:
+    limits = BatchLimits(max_segments=16, window=0.0)
+    batcher = Batcher(limits)
+    backend = Recorder(parallel_calls=parallel_calls)
+    stop = threading.Event()
+
+    def big() -> None:
+        n = 0
+        while not stop.is_set():
+            batcher.translate(backend, [(f"big{n}-{i}",) for i in range(300)], "en", "es")
+            n += 1
+
+    singles: list[Outcome] = []
+    lock = threading.Lock()
+
+    def single(tid: int) -> None:
+        for k in range(15):
+            outcome = Outcome([f"one{tid}-{k}"], None, backend.started())
+            call(batcher, backend, outcome)
+            with lock:
+                singles.append(outcome)
+
+    hog = threading.Thread(target=big, daemon=True)
+    hog.start()
+    while backend.started() < 2:
+        time.sleep(0.001)
+    threads = [threading.Thread(target=single, args=(tid,), daemon=True) for tid in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+        assert not thread.is_alive()
+    stop.set()
+    hog.join(60)
+    assert not hog.is_alive()
+
+    where = {text: n for n, texts in enumerate(backend.calls) for text in texts}
+    for outcome in singles:
+        assert outcome.answer is not None and outcome.answer.texts == (outcome.texts[0][::-1],)
+        # Calls already formed when it queued (one per slot) may start first, and as many formed later may
+        # overtake it on the way to the backend; the first batch formed after it holds it (11 callers < 16).
+        assert where[outcome.texts[0]] <= outcome.started_before + 2 * parallel_calls
+    assert all(len(texts) <= limits.max_segments for texts in backend.calls)

@@ -1,0 +1,308 @@
+"""The dynamic batcher: concurrent callers merged into one backend call, each getting exactly its own."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dragoman.errors import BackendError, Cancelled, EngineTimeout, Saturated
+from dragoman.progress import JobContext
+from dragoman.settings import Settings
+from dragoman.translation.backends.apertium import ApertiumBackend
+from dragoman.translation.backends.base import joined
+from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
+from dragoman.translation.batcher import Batcher, BatchLimits, coalesces
+from dragoman.translation.engine import Engine
+from dragoman.translation.types import BatchOutput, Pieces, TranslateOptions
+
+
+class FakeBackend:
+    """Records every call; the first call waits on ``gate`` (when given) so that others queue behind it.
+    A segment starting with 'bad' fails its whole call; each '?' is one unknown word in the notes."""
+
+    coalesces = True
+
+    def __init__(self, *, gate: threading.Event | None = None, parallel_calls: int = 1) -> None:
+        self.pack_id = "fake"
+        self.parallel_calls = parallel_calls
+        self.gate = gate
+        self.calls: list[tuple[str, ...]] = []
+        self.lock = threading.Lock()
+        self.entered = threading.Event()
+
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        texts = tuple(joined(p) for p in batch)
+        with self.lock:
+            self.calls.append(texts)
+            first = len(self.calls) == 1
+        self.entered.set()
+        if first and self.gate is not None:
+            assert self.gate.wait(10)
+        if any(t.startswith("bad") for t in texts):
+            raise BackendError(f"cannot translate {texts}")
+        unknown = sum(t.count("?") for t in texts)
+        return BatchOutput(tuple(f"<{t}>" for t in texts), {"unknown_words": unknown} if unknown else {})
+
+    def close(self) -> None:
+        return None
+
+
+def segs(*texts: str) -> list[Pieces]:
+    return [(t,) for t in texts]
+
+
+class Caller(threading.Thread):
+    """One caller of ``batcher.translate`` on its own thread; keeps its answer or its error."""
+
+    def __init__(
+        self, batcher: Batcher, backend: FakeBackend, texts: Sequence[str], context: JobContext | None = None
+    ) -> None:
+        super().__init__(daemon=True)
+        self.batcher, self.backend, self.texts, self.context = batcher, backend, texts, context
+        self.answer: BatchOutput | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.answer = self.batcher.translate(self.backend, segs(*self.texts), "en", "es", self.context)
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            self.error = exc
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.002)
+
+
+@pytest.fixture
+def gated() -> Iterator[tuple[Batcher, FakeBackend, threading.Event]]:
+    """A batcher whose first backend call holds the lane until the gate opens."""
+    gate = threading.Event()
+    backend = FakeBackend(gate=gate)
+    yield Batcher(BatchLimits(window=0)), backend, gate
+    gate.set()
+
+
+def start_behind_blocker(batcher: Batcher, backend: FakeBackend, callers: list[Caller]) -> Caller:
+    """Start a blocker (its call holds the lane), then ``callers`` one by one, each queued in order."""
+    blocker = Caller(batcher, backend, ["blocker"])
+    blocker.start()
+    assert backend.entered.wait(10)
+    for n, caller in enumerate(callers, start=1):
+        caller.start()
+        wait_until(lambda n=n: batcher.stats()["waiting_callers"] == n)  # type: ignore[misc]
+    return blocker
+
+
+def test_an_idle_lane_calls_the_backend_at_once_with_the_callers_segments() -> None:
+    backend = FakeBackend()
+    batcher = Batcher()
+    out = batcher.translate(backend, segs("a", "b"), "en", "es")
+    assert out.texts == ("<a>", "<b>") and out.notes == {}
+    assert backend.calls == [("a", "b")]
+    stats = batcher.stats()
+    assert stats["batches"] == 1 and stats["mean_batch_size"] == 2 and stats["queue_depth"] == 0
+
+
+def test_backends_that_gain_nothing_are_called_directly() -> None:
+    assert coalesces(FakeBackend()) and CTranslate2Backend.coalesces is True
+    assert ApertiumBackend.coalesces is False and not coalesces(object())  # type: ignore[arg-type]
+
+    class Plain(FakeBackend):
+        coalesces = False
+
+    backend = Plain()
+    batcher = Batcher()
+    assert batcher.translate(backend, segs("a"), "en", "es").texts == ("<a>",)
+    assert batcher.stats()["batches"] == 0  # not through the queue
+    off = Batcher(enabled=False)
+    assert off.translate(FakeBackend(), segs("a"), "en", "es").texts == ("<a>",)
+    assert off.stats()["batches"] == 0 and off.stats()["enabled"] is False
+
+
+def test_callers_arriving_while_a_batch_runs_are_merged_into_one_call(
+    gated: tuple[Batcher, FakeBackend, threading.Event],
+) -> None:
+    batcher, backend, gate = gated
+    callers = [Caller(batcher, backend, [f"t{n}a", f"t{n}b"][: 1 + n % 2]) for n in range(5)]
+    blocker = start_behind_blocker(batcher, backend, callers)
+    assert batcher.stats()["queue_depth"] == sum(len(c.texts) for c in callers)
+    gate.set()
+    for caller in [blocker, *callers]:
+        caller.join(10)
+        assert caller.error is None and caller.answer is not None
+        assert caller.answer.texts == tuple(f"<{t}>" for t in caller.texts)  # its own, in order
+    assert len(backend.calls) == 2  # the blocker's call, then one for all five callers
+    assert sorted(backend.calls[1]) == sorted(t for c in callers for t in c.texts)
+    stats = batcher.stats()
+    assert stats["batches"] == 2 and stats["merged_batches"] == 1 and stats["queue_depth"] == 0
+    assert stats["mean_batch_size"] == (1 + len(backend.calls[1])) / 2
+
+
+def test_a_big_caller_does_not_starve_single_text_callers() -> None:
+    gate = threading.Event()
+    backend = FakeBackend(gate=gate)
+    batcher = Batcher(BatchLimits(max_segments=8, window=0))
+    big = Caller(batcher, backend, [f"big{n}" for n in range(40)])
+    singles = [Caller(batcher, backend, [f"one{n}"]) for n in range(3)]
+    blocker = start_behind_blocker(batcher, backend, [big, *singles])
+    gate.set()
+    for caller in [blocker, big, *singles]:
+        caller.join(10)
+        assert caller.error is None and caller.answer is not None
+        assert caller.answer.texts == tuple(f"<{t}>" for t in caller.texts)
+    assert all(len(call) <= 8 for call in backend.calls)
+    # Round-robin: the first batch after the blocker holds every single-text caller, not 8 of big's 40.
+    assert {"one0", "one1", "one2"} <= set(backend.calls[1])
+    assert len(backend.calls) == 1 + 6  # 43 segments in batches of at most 8
+
+
+def test_the_character_budget_bounds_a_call_but_a_long_segment_goes_alone(
+    gated: tuple[Batcher, FakeBackend, threading.Event],
+) -> None:
+    _, backend, gate = gated
+    batcher = Batcher(BatchLimits(max_chars=10, window=0))
+    callers = [Caller(batcher, backend, ["x" * 25]), Caller(batcher, backend, ["abcd", "efgh", "ijkl"])]
+    blocker = start_behind_blocker(batcher, backend, callers)
+    gate.set()
+    for caller in [blocker, *callers]:
+        caller.join(10)
+        assert caller.error is None
+    for call in backend.calls[1:]:
+        assert len(call) == 1 or sum(map(len, call)) <= 10
+
+
+def test_a_failing_caller_gets_the_error_and_the_others_their_translations(
+    gated: tuple[Batcher, FakeBackend, threading.Event],
+) -> None:
+    batcher, backend, gate = gated
+    good = [Caller(batcher, backend, ["fine", "also fine"]), Caller(batcher, backend, ["ok"])]
+    bad = Caller(batcher, backend, ["this one", "bad one"])
+    blocker = start_behind_blocker(batcher, backend, [good[0], bad, good[1]])
+    gate.set()
+    for caller in [blocker, bad, *good]:
+        caller.join(10)
+    assert isinstance(bad.error, BackendError) and bad.answer is None
+    for caller in good:
+        assert caller.error is None and caller.answer is not None
+        assert caller.answer.texts == tuple(f"<{t}>" for t in caller.texts)
+    assert batcher.stats()["reruns"] == 3
+
+
+def test_each_caller_gets_its_own_notes(gated: tuple[Batcher, FakeBackend, threading.Event]) -> None:
+    batcher, backend, gate = gated
+    callers = [Caller(batcher, backend, ["a?", "b??"]), Caller(batcher, backend, ["c"])]
+    callers.append(Caller(batcher, backend, ["d?"]))
+    blocker = start_behind_blocker(batcher, backend, callers)
+    gate.set()
+    for caller in [blocker, *callers]:
+        caller.join(10)
+    notes = [c.answer.notes if c.answer else None for c in callers]
+    assert notes == [{"unknown_words": 3}, {}, {"unknown_words": 1}]
+
+
+@pytest.mark.parametrize("stop", ["cancel", "deadline"])
+def test_a_queued_caller_leaves_the_queue_when_cancelled_or_late(
+    gated: tuple[Batcher, FakeBackend, threading.Event], stop: str
+) -> None:
+    batcher, backend, gate = gated
+    context = JobContext.of(timeout=0.2 if stop == "deadline" else None)
+    quitter = Caller(batcher, backend, ["never", "sent"], context)
+    stayer = Caller(batcher, backend, ["stays"])
+    blocker = start_behind_blocker(batcher, backend, [quitter, stayer])
+    if stop == "cancel":
+        context.cancel.cancel("the client went away")
+    quitter.join(5)
+    assert not quitter.is_alive()  # out while the lane is still held by the blocker
+    assert isinstance(quitter.error, Cancelled if stop == "cancel" else EngineTimeout)
+    assert batcher.stats()["queue_depth"] == 1 and batcher.stats()["waiting_callers"] == 1
+    gate.set()
+    for caller in [blocker, stayer]:
+        caller.join(10)
+        assert caller.error is None
+    assert all("never" not in call and "sent" not in call for call in backend.calls)
+    assert batcher.stats()["queue_depth"] == 0
+
+
+def test_a_full_queue_refuses_with_saturated(gated: tuple[Batcher, FakeBackend, threading.Event]) -> None:
+    _, backend, gate = gated
+    batcher = Batcher(BatchLimits(max_queued=4, window=0))
+    waiting = Caller(batcher, backend, ["a", "b", "c"])
+    blocker = start_behind_blocker(batcher, backend, [waiting])
+    with pytest.raises(Saturated) as refused:
+        batcher.translate(backend, segs("d", "e"), "en", "es")
+    assert refused.value.retry_after >= 1
+    gate.set()
+    for caller in [blocker, waiting]:
+        caller.join(10)
+        assert caller.error is None
+
+
+def test_parallel_calls_keep_that_many_batches_running() -> None:
+    release = threading.Event()
+    running: list[int] = []
+    now = [0]
+    lock = threading.Lock()
+
+    class Slow(FakeBackend):
+        def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+            with lock:
+                now[0] += 1
+                running.append(now[0])
+            assert release.wait(10)
+            with lock:
+                now[0] -= 1
+            return super().translate_batch(batch, source, target)
+
+    backend = Slow(parallel_calls=2)
+    batcher = Batcher(BatchLimits(window=0))
+    callers = [Caller(batcher, backend, [f"t{n}"]) for n in range(6)]
+    for caller in callers:
+        caller.start()
+    wait_until(lambda: len(running) == 2 and batcher.stats()["waiting_callers"] == 4)
+    assert max(running) == 2
+    release.set()
+    for caller in callers:
+        caller.join(10)
+        assert caller.error is None and caller.answer is not None
+        assert caller.answer.texts == (f"<{caller.texts[0]}>",)
+    assert max(running) <= 2
+
+
+# ----- through the engine -------------------------------------------------------------------------
+@pytest.fixture
+def engine(packs_dir: Path, tiny_argos_pack: Path) -> Iterator[Engine]:
+    import shutil
+
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(packs_dir), "DRAGOMAN_APERTIUM": "0"})
+    with Engine(settings) as eng:
+        yield eng
+
+
+def test_concurrent_engine_callers_get_their_own_translations(engine: Engine) -> None:
+    options = TranslateOptions("es", "en")
+    texts = [f"The house number {n} is red." for n in range(12)]
+    alone = {t: engine.translate(t, options).translation for t in texts}
+    results: dict[str, Any] = {}
+    barrier = threading.Barrier(len(texts))
+
+    def one(text: str) -> None:
+        barrier.wait(10)
+        results[text] = engine.translate(text, options).translation
+
+    threads = [threading.Thread(target=one, args=(t,)) for t in texts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert results == alone
+    status = engine.status()["batching"]
+    assert status["batches"] >= 2 and status["segments"] == 2 * len(texts) and status["queue_depth"] == 0
