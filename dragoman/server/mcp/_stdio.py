@@ -19,13 +19,13 @@ import contextlib
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
 
 from dragoman.documents import partials
-from dragoman.server.mcp import _sdk
+from dragoman.server.mcp import _malformed, _sdk
 
 #: Bytes read from the wire per system call.
 READ_CHUNK = 1 << 16
@@ -43,34 +43,61 @@ def _pollable(fd: int) -> bool:
 
 
 class PipeLines:
-    """Lines of UTF-8 text from a non-blocking descriptor, read as the event loop finds it readable."""
+    """Lines of UTF-8 text from a non-blocking descriptor, read as the event loop finds it readable.
+
+    A line longer than :data:`~dragoman.server.mcp._malformed.MAX_LINE_BYTES` is skipped to its end, never
+    held whole, and stands in as a marker that the server answers with a parse error."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._buffer = bytearray()
+        self._searched = 0  # bytes of the buffer already known to hold no newline
+        self._too_long: bytes | None = None  # the start of a line being skipped for its length
+        #: The line handed on last. The SDK validates a line before it reads the next, so when it refuses
+        #: one, this is that line.
+        self.last_line: str | None = None
 
     def __aiter__(self) -> PipeLines:
         return self
 
     async def __anext__(self) -> str:
         while True:
-            end = self._buffer.find(b"\n")
+            end = self._buffer.find(b"\n", self._searched)
             if end >= 0:
                 line = bytes(self._buffer[: end + 1])
                 del self._buffer[: end + 1]
-                return line.decode("utf-8", errors="replace")
+                self._searched = 0
+                if self._too_long is not None:  # the end of an over-long line: it is answered, not read
+                    return self._refuse_too_long()
+                self.last_line = line.decode("utf-8", errors="replace")
+                return self.last_line
+            self._searched = len(self._buffer)  # each byte is searched for a newline once: linear
+            if len(self._buffer) > _malformed.MAX_LINE_BYTES:
+                if self._too_long is None:
+                    self._too_long = bytes(self._buffer[: _malformed.TOO_LONG_PREFIX_BYTES])
+                self._buffer.clear()
+                self._searched = 0
             try:
                 chunk = os.read(self._fd, READ_CHUNK)
             except BlockingIOError:
                 await anyio.wait_readable(self._fd)
                 continue
             if not chunk:  # end of input: a last line without its newline still counts
+                if self._too_long is not None:
+                    self._buffer.clear()
+                    return self._refuse_too_long()
                 if self._buffer:
                     rest = bytes(self._buffer).decode("utf-8", errors="replace")
                     self._buffer.clear()
                     return rest
                 raise StopAsyncIteration
             self._buffer.extend(chunk)
+
+    def _refuse_too_long(self) -> str:
+        """What stands for a line over the limit: not JSON, so the SDK refuses it and it is answered."""
+        prefix = (self._too_long or b"").decode("utf-8", errors="replace")
+        self._too_long = None
+        return _malformed.TOO_LONG_MARKER + prefix
 
 
 class PipeWriter:
@@ -117,28 +144,31 @@ def _claim_std_fds() -> Any:
 async def stdio_streams() -> AsyncIterator[_sdk.Streams]:
     """The SDK's read/write streams over the real stdin/stdout, with every other writer sent to stderr.
 
-    While they are open, SIGTERM and SIGINT first remove the files this process is half-way through writing
-    (hosts send SIGTERM about two seconds after closing stdin, then kill): see
-    :func:`dragoman.documents.partials.handle_signals`."""
+    Lines that are not JSON-RPC messages are answered with a JSON-RPC error (see
+    :mod:`dragoman.server.mcp._malformed`) instead of being dropped. While the streams are open, SIGTERM and
+    SIGINT first remove the files this process is half-way through writing (hosts send SIGTERM about two
+    seconds after closing stdin, then kill): see :func:`dragoman.documents.partials.handle_signals`."""
     with partials.handle_signals():
-        async with _streams() as streams:
-            yield streams
+        async with _streams() as (read, write, last_line):
+            yield _malformed.AnsweringReadStream(read, write, last_line), write
 
 
 @contextlib.asynccontextmanager
-async def _streams() -> AsyncIterator[_sdk.Streams]:
+async def _streams() -> AsyncIterator[tuple[Any, Any, Callable[[], str | None]]]:
+    """The read and write streams, and what gives the line read last (when the transport is ours)."""
     if not (_pollable(0) and _pollable(1)):
         # The SDK claims and diverts the descriptors itself; it must see the real sys.stdout to do so.
-        async with _sdk.stdio_transport() as streams:
+        async with _sdk.stdio_transport() as (read, write):
             with contextlib.redirect_stdout(sys.stderr):
-                yield streams
+                yield read, write, lambda: None
         return
     with _claim_std_fds() as (wire_in, wire_out), contextlib.redirect_stdout(sys.stderr):
         os.set_blocking(wire_in, False)
         os.set_blocking(wire_out, False)
         try:
-            async with _sdk.stdio_transport(PipeLines(wire_in), PipeWriter(wire_out)) as streams:
-                yield streams
+            lines = PipeLines(wire_in)
+            async with _sdk.stdio_transport(lines, PipeWriter(wire_out)) as (read, write):
+                yield read, write, lambda: lines.last_line
         finally:  # the descriptions are shared with whoever launched us: leave them as they were
             for fd in (wire_in, wire_out):
                 with contextlib.suppress(OSError):
