@@ -78,7 +78,7 @@ def _size(pieces: Pieces) -> int:
 class _Request:
     """One caller's segments on their way through a lane."""
 
-    __slots__ = ("cond", "done", "error", "lead", "next", "notes", "results", "segments")
+    __slots__ = ("busy", "cond", "done", "error", "lead", "next", "notes", "results", "segments")
 
     def __init__(self, segments: Sequence[Pieces], cond: threading.Condition) -> None:
         self.segments = segments
@@ -89,6 +89,7 @@ class _Request:
         self.notes: dict[str, int] = {}
         self.error: BaseException | None = None
         self.lead = False  # designated to run the lane's next batch
+        self.busy = False  # its thread is running a batch, not waiting: not to be designated now
 
     @property
     def pending(self) -> int:
@@ -197,7 +198,7 @@ class Batcher:
     def _dispatch(self, lane: _Lane) -> None:
         """Designate leaders (oldest waiting caller first) while the lane has a free slot and work."""
         while lane.running < lane.slots:
-            leader = next((r for r in lane.queue if not r.lead), None)
+            leader = next((r for r in lane.queue if not (r.lead or r.busy)), None)
             if leader is None:
                 return
             leader.lead = True
@@ -299,14 +300,18 @@ class Batcher:
                         self._withdraw(lane, request, exc)  # hands the slot on
                         raise
                 request.lead = False  # this caller runs the next batch; its slot is counted in running
+                request.busy = True
                 items = self._gather(lane)
                 if not items:
+                    request.busy = False
                     lane.running -= 1
                     self._dispatch(lane)
                     continue
-            self._run(lane, backend, source, target, items)
+            self._run(lane, request, backend, source, target, items)
 
-    def _run(self, lane: _Lane, backend: Backend, source: str, target: str, items: list[_Item]) -> None:
+    def _run(
+        self, lane: _Lane, leader: _Request, backend: Backend, source: str, target: str, items: list[_Item]
+    ) -> None:
         """One backend call for ``items``; each caller's part again on its own where the merged call
         failed or reported notes. Delivers under the lock; never leaves a caller waiting forever."""
         owners: dict[_Request, list[int]] = {}
@@ -351,6 +356,7 @@ class Batcher:
                 self._segments += len(items)
                 if len(owners) > 1:
                     self._merged += 1
+                leader.busy = False  # back to waiting: it may be designated again
                 self._deliver(lane, parts)
 
     @staticmethod

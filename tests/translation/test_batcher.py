@@ -213,7 +213,7 @@ def test_a_queued_caller_leaves_the_queue_when_cancelled_or_late(
     gated: tuple[Batcher, FakeBackend, threading.Event], stop: str
 ) -> None:
     batcher, backend, gate = gated
-    context = JobContext.of(timeout=0.2 if stop == "deadline" else None)
+    context = JobContext.of(timeout=1.0 if stop == "deadline" else None)
     quitter = Caller(batcher, backend, ["never", "sent"], context)
     stayer = Caller(batcher, backend, ["stays"])
     blocker = start_behind_blocker(batcher, backend, [quitter, stayer])
