@@ -55,10 +55,11 @@ _PARSER = etree.XMLParser(
 
 
 def check_entries(archive: zipfile.ZipFile, name: str) -> None:
-    """Raise :class:`DocumentFormatError` when the container looks like a zip bomb."""
+    """Raise :class:`DocumentTooLarge` (413) when the container is over a bound: too many entries, an
+    entry or the whole expanding too far (a possible zip bomb)."""
     infos = archive.infolist()
     if len(infos) > MAX_ENTRIES:
-        raise DocumentFormatError(
+        raise DocumentTooLarge(
             f"{name}: the container holds {len(infos)} entries (limit {MAX_ENTRIES}); refused as a possible "
             "zip bomb. Check where the file comes from, or split the document"
         )
@@ -67,12 +68,12 @@ def check_entries(archive: zipfile.ZipFile, name: str) -> None:
         total += info.file_size
         compressed += info.compress_size
         if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
-            raise DocumentFormatError(
+            raise DocumentTooLarge(
                 f"{name}: entry {info.filename} expands {info.file_size / max(info.compress_size, 1):.0f} "
                 f"times (limit {MAX_RATIO}); refused as a possible zip bomb. Check where the file comes from"
             )
     if total > MAX_TOTAL_UNCOMPRESSED:
-        raise DocumentFormatError(
+        raise DocumentTooLarge(
             f"{name}: the container expands to {total / 1e6:.0f} MB (limit "
             f"{MAX_TOTAL_UNCOMPRESSED / 1e6:.0f} MB); refused as a possible zip bomb. Split the document"
         )

@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING
 from dragoman.documents import _bounds, ocr
 from dragoman.documents._image_render import Info, draw_translations, save_pages
 from dragoman.documents.base import DocumentReport, TextBox, TextTranslator
-from dragoman.errors import DocumentFormatError, DragomanError, InvalidRequest, OcrUnavailable
+from dragoman.errors import (
+    DocumentFormatError,
+    DocumentTooLarge,
+    DragomanError,
+    InvalidRequest,
+    OcrUnavailable,
+)
 from dragoman.progress import ProgressCallback
 
 if TYPE_CHECKING:
@@ -78,7 +84,7 @@ def _open(path: Path) -> Image.Image:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our own limit decides
             image = Image.open(path)
     except Image.DecompressionBombError as exc:
-        raise DocumentFormatError(f"{path.name} is a decompression bomb ({exc}); refused") from exc
+        raise DocumentTooLarge(f"{path.name} is a decompression bomb ({exc}); refused") from exc
     except _CORRUPT as exc:
         raise DocumentFormatError(
             f"{path.name} is not a readable image (corrupt or truncated: {exc})"
@@ -98,7 +104,7 @@ def _check_pixels(path: Path, size: tuple[int, int]) -> None:
     if width <= 0 or height <= 0:
         raise DocumentFormatError(f"{path.name} has an empty page ({width}x{height})")
     if width * height > MAX_PIXELS:
-        raise DocumentFormatError(
+        raise DocumentTooLarge(
             f"{path.name} is {width}x{height} pixels ({width * height / 1e6:.0f} MP), over the "
             f"{MAX_PIXELS / 1e6:.0f} MP limit (a possible decompression bomb); scale it down first"
         )
@@ -110,7 +116,7 @@ def inspect_image(path: Path) -> ImageInfo:
         try:
             fmt, info, count = _FORMATS[str(image.format)], dict(image.info), _frames(image)
             if count > MAX_FRAMES:
-                raise DocumentFormatError(
+                raise DocumentTooLarge(
                     f"{path.name} has {count} pages, over the {MAX_FRAMES} limit; split it"
                 )
             _bounds.check_ocr_pages(count, path.name)  # every page is read by OCR

@@ -24,7 +24,7 @@ from support import needs_apertium
 
 from dragoman.documents import _zipcheck
 from dragoman.documents.docx import DocxHandler, write_docx_export
-from dragoman.errors import DocumentFormatError
+from dragoman.errors import DocumentFormatError, DocumentTooLarge
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
 from dragoman.testing.fakes import FakeTranslator
@@ -408,14 +408,15 @@ def test_zip_bombs_are_refused_before_reading(
     shutil.copy(document, bomb)
     with zipfile.ZipFile(bomb, "a", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr("word/media/zeros.bin", b"\x00" * (4 << 20))
-    with pytest.raises(DocumentFormatError, match="zip bomb"):
+    with pytest.raises(DocumentTooLarge, match="zip bomb") as bomb_error:
         DocxHandler().translate(bomb, tmp_path / "out.docx", Fake(), None)
+    assert (bomb_error.value.status, bomb_error.value.code) == (413, "document_too_large")
     monkeypatch.setattr(_zipcheck, "MAX_ENTRIES", 5)
-    with pytest.raises(DocumentFormatError, match="entries"):
+    with pytest.raises(DocumentTooLarge, match="entries"):
         DocxHandler().translate(document, tmp_path / "out2.docx", Fake(), None)
     monkeypatch.setattr(_zipcheck, "MAX_ENTRIES", 20_000)
     monkeypatch.setattr(_zipcheck, "MAX_TOTAL_UNCOMPRESSED", 1000)
-    with pytest.raises(DocumentFormatError, match="expands"):
+    with pytest.raises(DocumentTooLarge, match="expands"):
         DocxHandler().translate(document, tmp_path / "out3.docx", Fake(), None)
 
 

@@ -16,7 +16,7 @@ from support import needs_apertium
 
 from dragoman.documents import _image_render as render
 from dragoman.documents import handlers, images, ocr
-from dragoman.errors import DocumentFormatError, InvalidRequest, OcrUnavailable
+from dragoman.errors import DocumentFormatError, DocumentTooLarge, InvalidRequest, OcrUnavailable
 from dragoman.pipelines import translate_file as files
 from dragoman.pipelines.ocr_translate import ocr_translate
 from dragoman.settings import Settings
@@ -247,8 +247,9 @@ def test_blank_image_has_no_text(tmp_path: Path) -> None:
 def test_decompression_bomb_is_refused(tmp_path: Path, width: int, height: int) -> None:
     bomb = tmp_path / "bomb.png"
     bomb.write_bytes(png_header(width, height))
-    with pytest.raises(DocumentFormatError, match="decompression bomb"):
+    with pytest.raises(DocumentTooLarge, match="decompression bomb") as refused:
         images.inspect_image(bomb)
+    assert (refused.value.status, refused.value.code) == (413, "document_too_large")
 
 
 @pytest.mark.parametrize("name", ["garbage", "truncated"])
@@ -370,5 +371,5 @@ def test_too_many_pages_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     blank.save(source, save_all=True, append_images=[blank, blank])
     assert images.inspect_image(source).pages == 3
     monkeypatch.setattr(images, "MAX_FRAMES", 2)
-    with pytest.raises(DocumentFormatError, match="3 pages"):
+    with pytest.raises(DocumentTooLarge, match="3 pages"):
         images.inspect_image(source)
