@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
+import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from dragoman.documents import partials
 from dragoman.server.daemon.portfile import (
     daemon_file,
     daemon_status,
@@ -28,6 +31,25 @@ def test_written_read_and_removed_by_its_own_process(tmp_path: Path) -> None:
     assert read_daemon_file(path) == {"port": 9999, "pid": os.getpid(), "host": "::1"}
     assert json.loads(path.read_text())["started"] > 0
     assert [p.name for p in path.parent.iterdir()] == ["daemon.json"]  # no temporary file left
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state" / "daemon.json"
+    write_daemon_file(path, host="::1", port=9999)
+    seen: list[str] = []
+
+    def failing_dump(data: object, handle: Any) -> None:
+        seen.append(Path(handle.name).name)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("dragoman.server.daemon.portfile.json.dump", failing_dump)
+    with pytest.raises(OSError, match="No space"):
+        write_daemon_file(path, host="::1", port=1234)
+    assert read_daemon_file(path) == {"port": 9999, "pid": os.getpid(), "host": "::1"}
+    assert [p.name for p in path.parent.iterdir()] == ["daemon.json"]
+    assert partials.is_partial(seen[0])  # a kill -9 at that moment leaves what the next start sweeps
     remove_daemon_file(path)
     assert not path.exists()
 

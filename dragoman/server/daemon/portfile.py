@@ -8,15 +8,15 @@ daemon's ``/health``. Light on purpose: it imports neither Starlette nor uvicorn
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+
+from dragoman.documents import partials
 
 if TYPE_CHECKING:
     from dragoman.settings import Settings
@@ -35,14 +35,15 @@ def write_daemon_file(path: Path, *, host: str, port: int) -> None:
     """Atomically write ``{pid, port, host, started}`` for ``dragoman status`` and ``engine_status``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"pid": os.getpid(), "port": port, "host": host, "started": time.time()}
-    fd, tmp = tempfile.mkstemp(prefix=".daemon-", suffix=".json", dir=path.parent)
+    # A temporary of dragoman's naming: one left by a kill -9 is swept on the next start (partials).
+    tmp = partials.create(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with tmp.open("w", encoding="utf-8") as handle:
             json.dump(data, handle)
         os.replace(tmp, path)
+        partials.release(tmp)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        partials.discard(tmp)
         raise
 
 
