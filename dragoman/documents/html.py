@@ -33,7 +33,7 @@ from lxml import etree
 from dragoman.documents import _bounds, _inline
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import text_encoding
-from dragoman.errors import DocumentFormatError
+from dragoman.errors import DocumentFormatError, DocumentTooLarge
 from dragoman.languages.catalogue import get
 from dragoman.progress import ProgressCallback
 
@@ -48,6 +48,8 @@ INLINE = frozenset(
 UNTOUCHED = frozenset("script style code pre kbd samp var noscript template textarea svg math".split())
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 TRANSLATED_ATTRIBUTES = ("alt", "title", "placeholder", "aria-label")
+#: Deepest nesting of elements read (libxml2's limit with ``huge_tree``); deeper files are refused (413).
+MAX_HTML_DEPTH = 2048
 
 _DOCUMENT = re.compile(rb"<(?:!doctype|html|head|body)[\s>]", re.I)
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>\s*")
@@ -230,6 +232,19 @@ def _set_language(root: Element, flores: str) -> None:
         root.set("dir", "ltr")
 
 
+def _refuse_if_cut(parser: etree.HTMLParser, name: str) -> None:
+    """A typed error when the parser stopped early: what it built is only part of the file."""
+    fatal = [e for e in parser.error_log if e.level_name == "FATAL"]
+    if not fatal:
+        return
+    if any("depth" in e.message for e in fatal):
+        raise DocumentTooLarge(
+            f"{name}: elements are nested more than {MAX_HTML_DEPTH} deep, past what the HTML parser reads; "
+            "refused rather than translated in part. Flatten the markup"
+        )
+    raise DocumentFormatError(f"{name} cannot be read whole as HTML ({fatal[0].message.strip()})")
+
+
 class HtmlHandler:
     name = "html"
     suffixes: tuple[str, ...] = (".html", ".htm", ".xhtml")
@@ -248,13 +263,18 @@ class HtmlHandler:
         declaration = m.group() if (m := _XML_DECLARATION.match(text)) else ""
         body = text[len(declaration) :]
         document = bool(_DOCUMENT.search(data[:65536]))
+        # huge_tree: libxml2's default stops at 256 levels of nesting and silently drops the rest of the
+        # file; with it the limit is 2048, and a file past that is refused (never translated in part). Size
+        # is bounded by our own markup bounds above, not by libxml2's.
+        parser = lxml.html.HTMLParser(huge_tree=True)
         try:
             if document:
-                root = lxml.html.document_fromstring(body)
+                root = lxml.html.document_fromstring(body, parser=parser)
             else:
-                root = lxml.html.fragment_fromstring(body, create_parent="div")
+                root = lxml.html.fragment_fromstring(body, create_parent="div", parser=parser)
         except (etree.ParserError, ValueError) as exc:
             raise DocumentFormatError(f"{source.name} cannot be read as HTML: {exc}") from exc
+        _refuse_if_cut(parser, source.name)
 
         collected = _Collected()
         collected.visit(root)

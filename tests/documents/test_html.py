@@ -12,7 +12,7 @@ from support import needs_apertium
 
 from dragoman.documents import handlers
 from dragoman.documents.html import HtmlHandler
-from dragoman.errors import DocumentFormatError
+from dragoman.errors import DocumentFormatError, DocumentTooLarge
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
 from dragoman.testing.fakes import UpperTranslator
@@ -183,3 +183,19 @@ def test_end_to_end_through_apertium(tmp_path: Path) -> None:
     assert "casa" in out and '<html lang="es">' in out and "<b>" in out
     assert "<script>const house = 1;</script>" in out and 'src="a.png"' in out
     assert "perro" in out  # the alt text
+
+
+@pytest.mark.parametrize("fragment", [False, True])
+def test_deep_nesting_is_read_whole_or_refused_never_cut(tmp_path: Path, fragment: bool) -> None:
+    """libxml2's default stops at 256 levels and drops the rest of the file without a word: 300 levels are
+    read whole (the paragraph after them too); past the parser's limit the file is refused with a 413."""
+    head, tail = ("", "") if fragment else ("<!DOCTYPE html><html><body>", "</body></html>")
+
+    def nested(depth: int) -> str:
+        return f"{head}{'<div>' * depth}deep words{'</div>' * depth}<p>after words</p>{tail}"
+
+    out, _ = run(tmp_path, nested(300), Upper())
+    assert b"DEEP WORDS" in out and b"AFTER WORDS" in out
+    with pytest.raises(DocumentTooLarge, match="nested") as refused:
+        run(tmp_path, nested(3000), Upper())
+    assert refused.value.status == 413
