@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from growth import assert_linear
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -143,6 +144,37 @@ def test_deformat_then_reformat_is_identity(pieces: list[str | Protected]) -> No
         assert reformat(prep.block.decode("utf-8")).text == prep.fixed
     joined = "".join(p.output if isinstance(p, Protected) else p for p in pieces)
     assert prep.lead + prep.fixed + prep.trail == joined
+
+
+def test_reformat_drops_leaked_analysis_tags() -> None:
+    # lt-proc -g writes an ungeneratable lexical unit with an empty lemma as its tags: `#\<prn\>`.
+    out = reformat(r"Es #\<prn\>\<obj\>\<p3\> que lo vi #\<prn\>, y #\<vblex\>\<pri\> [\<1\/\>] fin")
+    assert out.text == "Es que lo vi, y <1/> fin"
+    assert "<" not in reformat(r"@\<n\>\<sg\> hola *\<adj\>").text
+    # Tags the source holds are escaped text with no mark before them, and are kept.
+    assert reformat(r"usa \<n\> aqu\í #\<prn\> \@\<b\>").text == "usa <n> aquí @<b>"
+
+
+def test_leaked_tag_guard_is_linear() -> None:
+    inputs = {
+        "blanks before marks": lambda n: " " * n + "#x",
+        "marks": lambda n: "#" * n,
+        "marked word, no tag": lambda n: "#" + "a" * n,
+        "mark and tags": lambda n: "#" + "\\<n\\>" * (n // 5),
+        "escaped openers": lambda n: "#a\\<" * (n // 4),
+    }
+    assert_linear(reformat, inputs, 4_000)
+
+
+@needs_sed
+def test_leaked_tags_never_reach_the_output(tmp_path: Path) -> None:
+    # A stage that answers as the generator does for a dropped pronoun (empty lemma): its tags in the stream.
+    backend = ApertiumBackend(fake_mode(tmp_path, r"sed -u 's/him/#\\<prn\\>\\<obj\\>/g'"))
+    try:
+        out = backend.translate_batch([("I saw him today",), ("Keep <b> and him.",)], EN, ES).texts
+        assert out == ("I saw today", "Keep <b> and.")
+    finally:
+        backend.close()
 
 
 @needs_sed

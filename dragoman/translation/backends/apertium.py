@@ -68,6 +68,13 @@ _REFORMAT = re.compile(r"\\(.)|\[((?:[^\]\\]|\\.)*)\]|([*#@])|([^\\\[*#@]+)|(.)"
 _UNESCAPE = re.compile(r"\\(.)", re.S)
 _WORD = re.compile(r"[\w'’·-]+")
 _SPACES = re.compile(r"  +")
+#: Apertium's analysis tags (``<prn><obj><p3>``, ``<n>``, ``<vblex>``) after an unknown-word mark, as the
+#: stream escapes them: ``lt-proc -g`` writes a lexical unit it cannot generate whose lemma is empty (a
+#: dropped pronoun) as ``#<prn>``, and debug generation writes ``#lemma<n><sg>``. Never text.
+_LEAKED_TAGS = re.compile(
+    r"((?<![ \t])[ \t]*+)(?<!\\)([*#@])([^\s\\\[\]<>*#@]*+)(?:\\<[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*\\>)+"
+)
+_AFTER_DROPPED = frozenset(" \t\n.,;:!?)]}»”’")
 _MODE_NAME = re.compile(r"([^-_@]+)-([^-_@]+)(?:[_@](.+))?")
 
 
@@ -279,13 +286,31 @@ def _prepare(pieces: Pieces) -> _Prepared:
     return _Prepared(lead, trail, block, fixed, not any("  " in p for p in items if isinstance(p, str)))
 
 
+def _drop_tags(raw: str) -> str:
+    """``raw`` without the analysis tags that leaked after an unknown-word mark (``#\\<prn\\>``, or
+    ``#word\\<n\\>\\<sg\\>`` in debug generation); the blank before a dropped unit goes with it when a
+    blank or a punctuation mark follows."""
+    if "\\<" not in raw:
+        return raw
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(3):  # a marked word with its tags: the word stays
+            return m.group(1) + m.group(2) + m.group(3)
+        after = raw[m.end() : m.end() + 1]
+        return "" if after and after in _AFTER_DROPPED else m.group(1)
+
+    return _LEAKED_TAGS.sub(one, raw)
+
+
 def reformat(raw: str, *, collapse_spaces: bool = False) -> ApertiumOutput:
-    """Apertium stream text -> clean text and the words that carried an unknown-word mark."""
+    """Apertium stream text -> clean text and the words that carried an unknown-word mark.
+
+    Analysis tags that leak from the generator after a mark (``#<prn>``) are dropped: never text."""
     parts: list[str] = []  # plain text and superblank contents, alternating (plain first and last)
     plain: list[str] = []
     unknown: list[str] = []
     marked = False
-    for m in _REFORMAT.finditer(raw):
+    for m in _REFORMAT.finditer(_drop_tags(raw)):
         escaped, blank, mark, text, other = m.groups()
         if marked and text is not None and (word := _WORD.match(text)):
             unknown.append(word.group(0))
