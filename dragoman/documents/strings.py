@@ -20,6 +20,9 @@ machine translation:
 * JSON: keys untouched, objects and arrays walked, only string values with letters translated, key order
   and the input's indentation kept; ICU plural/select blocks are translated branch by branch; ARB metadata
   (``@key``) is skipped and ``@@locale`` set; Chrome ``messages.json`` translates only ``message``.
+  Notes for translators are never translated: ``developer_comment``, ``_comment``, ``key___DESCRIPTION``
+  style companions, and ``description``/``context``/``meaning`` beside a ``message``, ``defaultMessage``
+  or ``string`` (Chrome, FormatJS, Transifex structured JSON).
 """
 
 from __future__ import annotations
@@ -350,6 +353,37 @@ class XliffHandler:
 # --- JSON ------------------------------------------------------------------------------------------------
 
 
+#: Keys that hold a note for translators wherever they are: Transifex's ``developer_comment``, the
+#: ``_comment`` of i18next and hand-written files, and a key's companion note written ``key___DESCRIPTION``,
+#: ``key__comment`` (two or more underscores before ``description``, ``comment`` or ``note``).
+_TRANSLATOR_NOTE = re.compile(
+    r"(?i)(?:developer_comment|_+(?:comment|description|note|notes|context)|.+?_{2,}(?:description|comment|note))\Z"
+)
+#: The message of an object that carries a message and notes about it: Chrome's ``messages.json``
+#: (``message``, ``description``), FormatJS (``defaultMessage``, ``description``), Transifex structured
+#: JSON (``string``, ``developer_comment``, ``context``).
+_MESSAGE_KEYS = frozenset({"message", "defaultMessage", "string"})
+#: Beside a message key, these are notes for translators; in such an object only the message is translated.
+_MESSAGE_NOTES = frozenset(
+    {"description", "developer_comment", "comment", "context", "meaning", "note", "notes", "example"}
+)
+
+
+#: What else such an object may hold (Chrome's ``placeholders``, FormatJS's ``id``, Transifex's limits).
+_MESSAGE_METADATA = frozenset({"placeholders", "id", "character_limit", "tags", "maxlength", "max_length"})
+
+
+def _is_message(value: dict[str, Any]) -> bool:
+    """An object holding one message and notes about it, nothing else (a plain object that happens to have
+    a ``string`` key among other strings is not one)."""
+    keys = {k.lower() for k in value}
+    return (
+        any(isinstance(value.get(k), str) for k in _MESSAGE_KEYS)
+        and bool(keys & _MESSAGE_NOTES)
+        and keys <= {k.lower() for k in _MESSAGE_KEYS} | _MESSAGE_NOTES | _MESSAGE_METADATA
+    )
+
+
 @dataclass
 class _JsonStrings:
     """The translatable strings of a JSON document, in document order. ICU blocks are numbered from one
@@ -358,13 +392,18 @@ class _JsonStrings:
     chrome: bool = False
     texts: list[str] = field(default_factory=list)
 
-    def _walked(self, key: str, value: Any) -> bool:
-        return not key.startswith("@") and (not self.chrome or key == "message" or isinstance(value, dict))
+    def _walked(self, key: str, value: Any, message: bool = False) -> bool:
+        if key.startswith("@") or _TRANSLATOR_NOTE.match(key):
+            return False
+        if message:  # only the message: notes, ids and placeholders' examples are for translators
+            return key in _MESSAGE_KEYS
+        return not self.chrome or key == "message" or isinstance(value, dict)
 
     def collect(self, value: Any, ids: Iterator[int]) -> None:
         if isinstance(value, dict):
+            message = _is_message(value)
             for k, v in value.items():
-                if self._walked(k, v):
+                if self._walked(k, v, message):
                     self.collect(v, ids)
         elif isinstance(value, list):
             for item in value:
@@ -374,8 +413,10 @@ class _JsonStrings:
 
     def rebuild(self, value: Any, ids: Iterator[int], translations: Iterator[str]) -> Any:
         if isinstance(value, dict):
+            message = _is_message(value)
             return {
-                k: self.rebuild(v, ids, translations) if self._walked(k, v) else v for k, v in value.items()
+                k: self.rebuild(v, ids, translations) if self._walked(k, v, message) else v
+                for k, v in value.items()
             }
         if isinstance(value, list):
             return [self.rebuild(item, ids, translations) for item in value]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import polib  # type: ignore[import-untyped]
 import pytest
@@ -229,6 +230,81 @@ def test_json_arb_and_chrome_messages(tmp_path: Path) -> None:
     chrome = '{"title": {"message": "The title", "description": "Extension name"}}'
     text, _ = run(tmp_path, JsonHandler(), "messages.json", chrome, Upper())
     assert json.loads(text) == {"title": {"message": "THE TITLE", "description": "Extension name"}}
+
+
+def test_json_notes_for_translators_are_not_translated(tmp_path: Path) -> None:
+    source: dict[str, Any] = {
+        "_comment": "Strings of the settings page",
+        "title": "Settings",
+        "title___DESCRIPTION": "Heading of the settings page",
+        "save__comment": "Button label",
+        "product_description": "A red house",
+        "transifex": {"string": "Save file", "developer_comment": "Toolbar button", "context": "verb"},
+        "formatjs": {"id": "app.open", "defaultMessage": "Open", "description": "Menu entry"},
+        "chrome": {"message": "Close tab", "description": "Tab menu", "placeholders": {}},
+        "plain": {"string": "A string", "label": "A label"},
+        "notes": {"developer_comment": "Applies everywhere"},
+        "@title": {"description": "ARB metadata"},
+    }
+    text, _ = run(tmp_path, JsonHandler(), "en.json", json.dumps(source, indent=2), Upper())
+    assert json.loads(text) == {
+        **source,
+        "title": "SETTINGS",
+        "product_description": "A RED HOUSE",  # a string whose key ends in _description, not a note
+        "transifex": {**source["transifex"], "string": "SAVE FILE"},
+        "formatjs": {**source["formatjs"], "defaultMessage": "OPEN"},
+        "chrome": {**source["chrome"], "message": "CLOSE TAB"},
+        "plain": {"string": "A STRING", "label": "A LABEL"},  # not a message with notes: both translated
+    }
+
+
+def test_json_chrome_messages_with_placeholders_examples_kept(tmp_path: Path) -> None:
+    chrome = {
+        "greeting": {
+            "message": "Hello, $USER$! You have $COUNT$ new mails",
+            "description": "Greeting shown in the popup",
+            "placeholders": {
+                "user": {"content": "$1", "example": "Cira"},
+                "count": {"content": "$2", "example": "three"},
+            },
+        }
+    }
+    text, _ = run(tmp_path, JsonHandler(), "messages.json", json.dumps(chrome), Upper())
+    out = json.loads(text)
+    assert out["greeting"]["description"] == "Greeting shown in the popup"
+    assert out["greeting"]["placeholders"] == chrome["greeting"]["placeholders"]
+    assert out["greeting"]["message"].startswith("HELLO")
+
+
+def _icu_parses(text: str) -> bool:
+    parser = pytest.importorskip("pyicumessageformat", reason="pip install pyicumessageformat").Parser()
+    try:
+        parser.parse(text)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _leaves(value: object, path: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        return {k2: v2 for k, v in value.items() for k2, v2 in _leaves(v, f"{path}/{k}").items()}
+    return {path: value}
+
+
+REAL_JSON = Path(__file__).parents[1] / "data" / "real" / "json"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in REAL_JSON.glob("*.json")))
+def test_real_json_keeps_keys_and_stays_valid_icu(tmp_path: Path, name: str) -> None:
+    content = (REAL_JSON / name).read_text(encoding="utf-8")
+    text, _ = run(tmp_path, JsonHandler(), name, content, Upper())
+    before, after = _leaves(json.loads(content)), _leaves(json.loads(text))
+    assert list(before) == list(after)  # every key, in order
+    for key, value in before.items():
+        if isinstance(value, str):
+            assert str(after[key]).count("%s") == value.count("%s"), key
+            if _icu_parses(value):  # the ICU MessageFormat parser reads what it read before
+                assert _icu_parses(str(after[key])), (key, after[key])
 
 
 def test_invalid_json_names_the_position(tmp_path: Path) -> None:
