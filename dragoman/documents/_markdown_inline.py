@@ -2,8 +2,9 @@
 
 ``**x**``, ``*x*``, ``_x_``, ``~~x~~``, ``[x](url)``, ``[x][ref]``, ``[x]`` (a defined reference) and
 ``![alt](src)`` become ``<n>x</n>``: the text is translated, the markers and the target are put back as
-written. Inline code, autolinks, raw HTML tags and comments, and footnote references become ``<n/>`` and
-come back unchanged.
+written. A shortcut ``[x]`` or collapsed ``[x][]`` reference, whose label is its text, comes back in full
+form, ``[translated][x]``, so it still names its definition. Inline code, autolinks, raw HTML tags and
+comments, and footnote references become ``<n/>`` and come back unchanged.
 
 Every scan is bounded (issue 9, item 1): the look-aheads that find a closing bracket, delimiter or backtick
 run share one :class:`Budget` of steps per text, a fixed multiple of its length, so no input makes the work
@@ -224,11 +225,20 @@ class InlineMasker:
             return None
         inner = text[start + 1 : close]
         tail_end = _link_tail(text, close, budget)
-        if tail_end is None:
+        opening = text[i : start + 1]
+        collapsed = tail_end == close + 3 and text.startswith("[]", close + 1)
+        if tail_end is None or collapsed:  # a shortcut ``[x]`` or collapsed ``[x][]`` reference
             if label(inner) not in self.references:
-                return None
-            tail_end = close + 1
-        opening, closing = text[i : start + 1], text[close:tail_end]
+                if tail_end is None:
+                    return None
+                closing = text[close:tail_end]  # not a link: written back as it was
+            else:
+                # The label is the text: once translated it would no longer name the definition, so the
+                # reference is written in full form, ``[translated][text]``.
+                tail_end = tail_end or close + 1
+                closing = "][" + inner + "]"
+        else:
+            closing = text[close:tail_end]
         if not inner.strip():
             return self._single(text[i:tail_end], spans), tail_end
         return self._pair(opening, inner, closing, spans, budget, depth), tail_end

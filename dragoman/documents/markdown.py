@@ -48,7 +48,9 @@ _SETEXT = re.compile(r"(?:=+|-+)[ \t]*$")
 _ATX_OPEN = re.compile(r"#{1,6}(?:[ \t]+|$)")
 # Possessive quantifiers: a cell's trailing spaces are never given back (no quadratic backtracking).
 _TABLE_DELIMITER = re.compile(r"\|?[ \t]*+:?-++:?[ \t]*+(?:\|[ \t]*+:?-++:?[ \t]*+)*+\|?[ \t]*$")
-_REFERENCE = re.compile(r"[ ]{0,3}\[(?!\^)((?:[^\]\\]|\\.)+)\]:[ \t]*\S")
+_REFERENCE = re.compile(r"[ ]{0,3}\[(?!\^)((?:[^\]\\]|\\.)+)\]:[ \t]*(\S?)")
+#: A link reference definition's title alone on the line after it: ``"Title"``, ``'Title'``, ``(Title)``.
+_REFERENCE_TITLE = re.compile(r"[ \t]*+(?:\"[^\"]*\"|'[^']*'|\([^()]*\))[ \t]*$")
 _FOOTNOTE = re.compile(r"\[\^[^\]]+\]:[ \t]*")
 _HTML_RAW = (
     (
@@ -184,6 +186,8 @@ class _Reader:
             quote = m.group() if (m := _BLOCKQUOTE.match(body)) else ""
             rest = body[len(quote) :]
             stripped = rest.lstrip(" \t")
+            if self.paragraph is not None and quote.count(">") > self.paragraph.lines[0][0].count(">"):
+                self.flush()  # a block quote interrupts a paragraph (fewer markers: a lazy continuation)
             if not stripped:
                 self.flush()
                 self.raw(line)
@@ -223,7 +227,11 @@ class _Reader:
                 self.raw(line)
                 i += 1
                 continue
-            if _THEMATIC.match(stripped) or (self.paragraph is None and _REFERENCE.match(stripped)):
+            if self.paragraph is None and (definition := _REFERENCE.match(stripped)):
+                self.flush()
+                i = self._definition(i, bool(definition.group(2)))
+                continue
+            if _THEMATIC.match(stripped):
                 self.flush()
                 self.raw(line)
                 i += 1
@@ -281,6 +289,21 @@ class _Reader:
             i += 1
             if closing.match(line.rstrip("\r\n")):
                 break
+        return i
+
+    def _definition(self, i: int, has_target: bool) -> int:
+        """A link reference definition, written back as it is: its line, the target on the next line when
+        the first holds only the label, and a title alone on the line after."""
+        self.raw(self.lines[i])
+        i += 1
+        if not has_target and i < len(self.lines) and self.lines[i].strip():
+            self.raw(self.lines[i])
+            i += 1
+        if i < len(self.lines) and _REFERENCE_TITLE.match(
+            _BLOCKQUOTE.sub("", self.lines[i].rstrip("\r\n"), count=1)
+        ):
+            self.raw(self.lines[i])
+            i += 1
         return i
 
     def _skip_until(self, i: int, end: re.Pattern[str]) -> int:

@@ -62,6 +62,7 @@ MATCH_ONLY = {
     "markdown._ATX_OPEN",
     "markdown._TABLE_DELIMITER",
     "markdown._REFERENCE",
+    "markdown._REFERENCE_TITLE",
     "markdown._FOOTNOTE",
     "markdown._HTML_BLOCK",
     "markdown._HTML_LONE_TAG",
