@@ -5,14 +5,20 @@
     .venv/bin/python benchmarks/daemon.py --libretranslate http://127.0.0.1:5000   # the same load on LT
     .venv/bin/python benchmarks/daemon.py --quick              # a smoke run: 1 and 8 clients, short rounds
     .venv/bin/python benchmarks/daemon.py --pack base --peers  # and LibreTranslate on the same base pack
+    .venv/bin/python benchmarks/daemon.py --pack base --batching-off --clients 1,8   # the batcher's gain
 
 The daemon runs as ``dragoman serve --port 0`` in a subprocess (its port read from its PID/port file);
 this process is the client: N asyncio workers, each with one keep-alive connection, send short single
-texts for a fixed time. The in-process rate is ``Engine.translate`` on N threads of this process, same
-texts, same time. Per row, the sides alternate round by round (in-process, HTTP[, LibreTranslate],
-in-process, HTTP, ...), each a sample of ``--seconds``, so that other load on the machine weighs on all
-alike; rates are medians with their min-max, overhead = 1 - http_rate / in_process_rate of each round's
-pair, shown as the median over the rounds with their range. CPU per request is measured too:
+texts (64 distinct sentences, in turn) for a fixed time. The in-process rate is ``Engine.translate`` on N
+threads of this process, same texts, same time. Per row, the sides alternate round by round (in-process,
+HTTP[, batch][, batching off][, LibreTranslate], in-process, HTTP, ...), each a sample of ``--seconds``, so
+that other load on the machine weighs on all alike; rates are medians with their min-max, overhead = 1 -
+http_rate / in_process_rate of each round's pair, shown as the median over the rounds with their range.
+With a CTranslate2 pack, the engine's in-process *batch* rate is one more side: the 64 texts in one
+``Engine.translate_batch`` call, texts per second (what the daemon's dynamic batcher aims at), and the
+daemon's mean batch size in each row is read from ``/health`` (batches and segments the batcher formed).
+``--batching-off`` adds a second daemon started with ``DRAGOMAN_BATCHING=0`` (every request its own backend
+call: the daemon before the batcher) as one more side. CPU per request is measured too:
 the engine's in this process, the daemon's (engine plus HTTP path; Apertium's processes excluded from
 both) and the client's; the daemon's minus the in-process one is what the HTTP path costs, whatever the
 machine's load. The header line says which HTTP parser and event loop uvicorn picks in this environment
@@ -50,20 +56,8 @@ import _harness as harness
 import _peers
 import httpx
 
-TEXTS = [
-    "The house is red.",
-    "Where is the train station?",
-    "I would like a cup of coffee, please.",
-    "The meeting starts at ten o'clock.",
-    "My brother lives in a small town near the sea.",
-    "Please send me the report by Friday.",
-    "The weather is nice today.",
-    "Thank you very much for your help.",
-    "The children are playing in the garden.",
-    "How much does this book cost?",
-    "We are going to the cinema tonight.",
-    "The dog sleeps under the table.",
-]
+#: Distinct (a repeat within one batch would be translated once, flattering the batch rate) short sentences.
+TEXTS = harness.unique_sentences(64)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -203,11 +197,18 @@ def cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
+def batching_counts(url: str) -> tuple[int, int]:
+    """Batches and segments the daemon's dynamic batcher formed so far (from ``/health``)."""
+    stats = httpx.get(f"{url}/health", timeout=10).json()["engine"].get("batching") or {}
+    return int(stats.get("batches", 0)), int(stats.get("segments", 0))
+
+
 def start_daemon(env: dict[str, str], workers: int) -> tuple[subprocess.Popen[bytes], str]:
     from dragoman.server.daemon.portfile import daemon_file
     from dragoman.settings import Settings
 
     path = daemon_file(Settings.from_env(env))
+    path.unlink(missing_ok=True)  # a second daemon of the same state directory: wait for its own file
     cmd = [sys.executable, "-m", "dragoman.cli", "serve", "--port", "0", "--workers", str(workers)]
     proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
@@ -244,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="daemon engine threads"
     )
     parser.add_argument("--libretranslate", metavar="URL", help="also load a running LibreTranslate server")
+    parser.add_argument(
+        "--batching-off",
+        action="store_true",
+        help="also load a second daemon started with DRAGOMAN_BATCHING=0 (the engine's batcher off)",
+    )
     parser.add_argument(
         "--peers",
         action="store_true",
@@ -310,23 +316,43 @@ def main(argv: list[str] | None = None) -> int:
             f"LibreTranslate 1.9.6 from {peers.python.parent.parent}: default settings, and matched "
             f"(--threads {args.workers}, CTranslate2 inter_threads {threads[0]}, intra_threads {threads[1]})"
         )
-    proc, url = start_daemon(env, args.workers)
+    procs: list[subprocess.Popen[bytes]] = []
     try:
+        off_url = ""
+        if args.batching_off:
+            off_proc, off_url = start_daemon({**env, "DRAGOMAN_BATCHING": "0"}, args.workers)
+            procs.append(off_proc)
+        proc, url = start_daemon(env, args.workers)
+        procs.append(proc)
         with stack, Engine(settings) as engine:
+            options = TranslateOptions(target, source=source)
 
             def call(text: str) -> object:
-                return engine.translate(text, TranslateOptions(target, source=source))
+                return engine.translate(text, options)
 
             in_process(call, 2, 1.0)  # warm-up: load the pack, start pipelines
             asyncio.run(over_http(url, 2, 1.0, body, {}))
+            if off_url:
+                asyncio.run(over_http(off_url, 2, 1.0, body, {}))
             for peer_url in peer_urls.values():
                 asyncio.run(over_http(peer_url, 2, 1.0, lt_body, {}))
+
+            def batch_side() -> float:
+                """The engine's batch rate: the 64 texts in one call, texts per second, for ``step``."""
+                done, started = 0, time.perf_counter()
+                while time.perf_counter() - started < step:
+                    engine.translate_batch(TEXTS, options)
+                    done += len(TEXTS)
+                return done / (time.perf_counter() - started)
 
             def row(clients: int) -> tuple[int, Result, Result, dict[str, Result], float, harness.Rounds]:
                 locals_: list[Result] = []
                 remotes: list[Result] = []
                 others: dict[str, list[Result]] = {name: [] for name in peer_urls}
+                if off_url:
+                    others["batching off"] = []
                 client_cpu = 0.0
+                formed = [0, 0]  # batches and segments of the daemon's batcher in this row
 
                 def local_side() -> float:
                     cpu0 = time.process_time()
@@ -336,11 +362,19 @@ def main(argv: list[str] | None = None) -> int:
 
                 def http_side() -> float:
                     nonlocal client_cpu
+                    batches0, segments0 = batching_counts(url)
                     daemon0, cpu0 = cpu_seconds(proc.pid), time.process_time()
                     remotes.append(asyncio.run(over_http(url, clients, step, body, {})))
                     remotes[-1].cpu = cpu_seconds(proc.pid) - daemon0
                     client_cpu += time.process_time() - cpu0
+                    batches1, segments1 = batching_counts(url)
+                    formed[0] += batches1 - batches0
+                    formed[1] += segments1 - segments0
                     return remotes[-1].rate
+
+                def off_side() -> float:
+                    others["batching off"].append(asyncio.run(over_http(off_url, clients, step, body, {})))
+                    return others["batching off"][-1].rate
 
                 def peer_side(name: str) -> Callable[[], float]:
                     def run() -> float:
@@ -352,17 +386,24 @@ def main(argv: list[str] | None = None) -> int:
                     return run
 
                 sides: dict[str, Callable[[], float]] = {"in-process": local_side, "http": http_side}
+                if args.pack != "apertium":
+                    sides["batch"] = batch_side
+                if off_url:
+                    sides["batching off"] = off_side
                 sides.update((name, peer_side(name)) for name in peer_urls)
                 times = harness.alternate_measured(sides, rounds)
                 local, remote = Result.merge(locals_), Result.merge(remotes)
                 client_ms = client_cpu / remote.done * 1000 if remote.done else float("nan")
                 merged = {name: Result.merge(parts) for name, parts in others.items()}
+                mean_batch[clients] = formed[1] / formed[0] if formed[0] else float("nan")
                 return clients, local, remote, merged, client_ms, times
 
+            mean_batch: dict[int, float] = {}
             rows = [row(clients) for clients in counts]
     finally:
-        proc.terminate()
-        proc.wait(30)
+        for running in procs:
+            running.terminate()
+            running.wait(30)
 
     print("rates: median (min-max) of the rounds; overhead: median (range) of the rounds' own pairs")
     print(
@@ -380,6 +421,27 @@ def main(argv: list[str] | None = None) -> int:
             f"{overhead.scaled(100).text('.0f', '%'):>18} {remote.cpu_ms - local.cpu_ms:>20.2f}"
         )
         print(line)
+    if args.pack != "apertium" or args.batching_off:
+        print(
+            "the dynamic batcher, in the same rounds: the daemon's mean batch (segments per backend call, "
+            "from /health), its rate against the engine's batch rate (64 texts in one call, texts/s) and "
+            "against the daemon with DRAGOMAN_BATCHING=0"
+        )
+        print(
+            f"{'clients':>7} {'mean batch':>10} | {'batch texts/s':>22} {'HTTP / batch':>22} | "
+            f"{'batching off req/s':>22} {'p99 ms':>7} {'HTTP / off':>22}"
+        )
+        for clients, _, _, others, _, times in rows:
+            batch_rate = times.spread("batch").text(".1f") if "batch" in times.names else "-"
+            of_batch = harness.ratio_text(times.ratio("http", "batch")) if "batch" in times.names else "-"
+            off = others.get("batching off")
+            off_rate = times.spread("batching off").text(".1f") if off is not None else "-"
+            off_p99 = f"{off.p99:.1f}" if off is not None else "-"
+            of_off = harness.ratio_text(times.ratio("http", "batching off")) if off is not None else "-"
+            print(
+                f"{clients:>7} {mean_batch.get(clients, float('nan')):>10.2f} | {batch_rate:>22} "
+                f"{of_batch:>22} | {off_rate:>22} {off_p99:>7} {of_off:>22}"
+            )
     if peer_urls:
         print("the same load on the peers, in the same rounds (ours: dragoman's daemon over HTTP):")
         print(
@@ -388,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for clients, _, _, others, _, times in rows:
             for name, result in others.items():
+                if name not in peer_urls:
+                    continue
                 print(
                     f"{clients:>7} {name:>14} | {times.spread(name).text('.1f'):>22} {result.p50:>7.1f} "
                     f"{result.p99:>7.1f} {result.errors:>6} | {harness.ratio_text(times.ratio('http', name))}"

@@ -102,3 +102,9 @@ MAX_MARKUP_NODES: Final = 2_000_000
 #: per-entry check, would otherwise inflate to the full uncompressed bound (1 GiB).
 MAX_ZIP_RATIO: Final = 100
 ZIP_RATIO_FLOOR_BYTES: Final = 16 * 1024 * 1024
+
+# ----- the dynamic batcher (issue 10) --------------------------------------------------------------------
+#: How long (milliseconds) a batch may wait to fill while its route's backend is busy (an idle one never
+#: waits): ``DRAGOMAN_BATCH_WINDOW_MS``. Triton's dynamic batcher leaves its delay to the user (0 by
+#: default); a few milliseconds is small beside a neural call of tens of milliseconds.
+BATCH_WINDOW_MS: Final = 2.0

@@ -30,6 +30,7 @@ from dragoman.errors import ConfigError
 from dragoman.limits import (
     APERTIUM_IDLE_SECONDS,
     APERTIUM_MAX_PIPELINES,
+    BATCH_WINDOW_MS,
     DAEMON_HEADER_TIMEOUT,
     DAEMON_KEEP_ALIVE,
     DAEMON_MAX_CONNECTIONS,
@@ -185,6 +186,12 @@ class EngineSettings:
     #: and after this many seconds unused (0: never).
     model_memory_budget: int = field(default=0, metadata=env("DRAGOMAN_MODEL_MEMORY_BUDGET", as_int(0)))
     model_idle_seconds: float = field(default=0.0, metadata=env("DRAGOMAN_MODEL_IDLE_SECONDS", as_float(0)))
+    #: Concurrent callers' segments for one route merged into one backend call (the dynamic batcher), and
+    #: how long (milliseconds) a batch may wait to fill while its route is busy. Issue 10.
+    batching: bool = field(default=True, metadata=env("DRAGOMAN_BATCHING", as_bool))
+    batch_window_ms: float = field(
+        default=BATCH_WINDOW_MS, metadata=env("DRAGOMAN_BATCH_WINDOW_MS", as_float(0))
+    )
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,8 @@ CASTS: list[tuple[str, str, str, str, object]] = [
     ("DRAGOMAN_MODEL_IDLE_SECONDS", "1.5", "engine", "model_idle_seconds", 1.5),
     ("DRAGOMAN_APERTIUM_MAX_PIPELINES", "2", "engine", "apertium_max_pipelines", 2),
     ("DRAGOMAN_APERTIUM_IDLE_SECONDS", "0", "engine", "apertium_idle_seconds", 0.0),
+    ("DRAGOMAN_BATCHING", "0", "engine", "batching", False),
+    ("DRAGOMAN_BATCH_WINDOW_MS", "0.5", "engine", "batch_window_ms", 0.5),
     ("DRAGOMAN_GLOSSARY", "/g/glossary.json", "local", "glossary_path", Path("/g/glossary.json")),
     ("DRAGOMAN_ALLOWED_DIRS", f"/x{SEP} {SEP}/y", "local", "allowed_dirs", (Path("/x"), Path("/y"))),
     ("DRAGOMAN_STATE_DIR", "/run/state", "local", "state_dir", Path("/run/state")),
@@ -125,6 +127,8 @@ def test_a_blank_variable_keeps_the_default(variable: str) -> None:
         ("DRAGOMAN_APERTIUM_MAX_PIPELINES", "0", "at least 1"),
         ("DRAGOMAN_SERVE_MAX_CONNECTIONS", "0", "at least 1"),
         ("DRAGOMAN_SERVE_HEADER_TIMEOUT", "0", "more than 0"),
+        ("DRAGOMAN_BATCHING", "sometimes", "must be 1 or 0"),
+        ("DRAGOMAN_BATCH_WINDOW_MS", "-1", "at least 0"),
     ],
 )
 def test_a_bad_value_is_a_config_error_naming_the_variable(variable: str, value: str, says: str) -> None:

@@ -8,10 +8,13 @@
   answer, its query parameters) and :func:`openapi_document`, which generates the OpenAPI 3.1 document from
   those routes and the models' JSON schemas: no schema is written beside the models.
 * :func:`read_body`: the body counted while it streams in (chunked bodies have no ``Content-Length``).
-* :class:`EnginePool`: engine calls on a fixed set of threads. Requests in flight beyond
-  ``workers + queue_limit`` get 503 with ``Retry-After``; a call past its timeout gets 504, and its work
-  stops at its next check (its :class:`~dragoman.progress.JobContext` carries the deadline, and its token is
-  cancelled once the request is abandoned), which frees the thread.
+* :class:`EnginePool`: engine calls, ``workers`` of them doing engine work at once. Requests in flight
+  beyond ``workers + queue_limit`` get 503 with ``Retry-After``; a call past its timeout gets 504, and its
+  work stops at its next check (its :class:`~dragoman.progress.JobContext` carries the deadline, and its
+  token is cancelled once the request is abandoned), which frees the thread. Every admitted request has a
+  thread, but waits for one of the ``workers`` places before its engine work starts; while it waits in the
+  engine's dynamic batcher (or runs a batch there) it gives its place up, so concurrent requests meet in the
+  batcher and are merged into one backend call (:mod:`dragoman.translation.batcher`).
 * :class:`Gate`: pure ASGI (cheap on the hot path). It refuses, in order: a ``Host`` that is not a loopback
   name (DNS rebinding), an ``Origin`` not in the allowed list (CORS is closed by default; preflights of
   allowed origins are answered here, without the token, as browsers send none), a missing or wrong bearer
@@ -28,6 +31,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,6 +58,7 @@ from dragoman.errors import (
 from dragoman.limits import MAX_LOCAL_BODY_BYTES
 from dragoman.progress import JobContext
 from dragoman.server._wire import ErrorBody
+from dragoman.translation.batcher import holding
 
 access_log = logging.getLogger("dragoman.server.access")
 
@@ -306,8 +311,77 @@ async def read_body(request: Request, limit: int = MAX_LOCAL_BODY_BYTES) -> byte
 
 
 # ----- admission ------------------------------------------------------------------------------------
+#: How often a request waiting for an engine place checks its context (cancelled, past its deadline).
+PLACE_CHECK_SECONDS = 0.05
+
+
+class _Places:
+    """``count`` places for engine work. New requests take one in arrival order; a thread coming back from
+    the batcher (its request is nearly done) goes before them."""
+
+    def __init__(self, count: int) -> None:
+        self._cond = threading.Condition()
+        self._free = count
+        self._back = 0  # threads waiting to take a place back
+        self._line: deque[object] = deque()  # new requests waiting, in arrival order
+
+    def enter(self, context: JobContext) -> None:
+        """Wait for a place (first come, first served); raises when ``context`` stops meanwhile."""
+        ticket = object()
+        with self._cond:
+            self._line.append(ticket)
+            try:
+                while True:
+                    context.check()
+                    if self._free > 0 and not self._back and self._line[0] is ticket:
+                        self._free -= 1
+                        return
+                    self._cond.wait(PLACE_CHECK_SECONDS)
+            finally:
+                self._line.remove(ticket)
+                self._cond.notify_all()  # the next in line may go (or may no longer be blocked by this one)
+
+    def back(self) -> None:
+        """Wait for a place, before any new request."""
+        with self._cond:
+            self._back += 1
+            try:
+                while self._free <= 0:
+                    self._cond.wait()
+            finally:
+                self._back -= 1
+            self._free -= 1
+
+    def give(self) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify_all()
+
+
+class _Place:
+    """One request's place (a :class:`~dragoman.translation.batcher.Place`): given up while it waits in the
+    batcher, taken back after."""
+
+    __slots__ = ("held", "places")
+
+    def __init__(self, places: _Places) -> None:
+        self.places = places
+        self.held = False
+
+    def leave(self) -> None:
+        if self.held:
+            self.held = False
+            self.places.give()
+
+    def take_back(self) -> None:
+        if not self.held:
+            self.places.back()
+            self.held = True
+
+
 class EnginePool:
-    """A fixed set of engine threads and a bounded count of requests waiting for one."""
+    """``workers`` places for engine work, a thread for each admitted request, and a bounded count of
+    requests waiting (for a place, or in the engine's batcher)."""
 
     def __init__(self, workers: int, queue_limit: int, timeout: float) -> None:
         if workers < 1 or queue_limit < 0 or not timeout > 0:
@@ -318,7 +392,12 @@ class EnginePool:
         self.workers = workers
         self.queue_limit = queue_limit
         self.timeout = timeout
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dragoman-engine")
+        # A thread per admitted request (made as needed): one waiting in the batcher costs no CPU, and the
+        # places bound the engine work done at once.
+        self._executor = ThreadPoolExecutor(
+            max_workers=workers + queue_limit, thread_name_prefix="dragoman-engine"
+        )
+        self._places = _Places(workers)
         self._lock = threading.Lock()
         self._busy = 0  # admitted and not finished, including work abandoned after a timeout
         self._mean = 0.5  # moving mean of engine seconds per request, for Retry-After
@@ -332,10 +411,15 @@ class EnginePool:
             self._busy -= 1
 
     def _timed(self, fn: Callable[[JobContext], T], context: JobContext) -> T:
+        place = _Place(self._places)
+        self._places.enter(context)
+        place.held = True
         started = time.perf_counter()
         try:
-            return fn(context)
+            with holding(place):
+                return fn(context)
         finally:
+            place.leave()
             spent = time.perf_counter() - started
             with self._lock:
                 self._mean = 0.8 * self._mean + 0.2 * spent
@@ -370,9 +454,9 @@ class EnginePool:
             raise Saturated("the daemon is shutting down; retry once it is restarted", 1) from exc
         future.add_done_callback(self._release)
         try:
-            async with asyncio.timeout(
-                self.timeout
-            ):  # on expiry the future is cancelled: queued work never starts
+            # On expiry the future is cancelled (work not started never starts) and so is the context (a
+            # request waiting for a place or in the batcher leaves at its next check).
+            async with asyncio.timeout(self.timeout):
                 return await asyncio.wrap_future(future)
         except TimeoutError as exc:
             raise self._timeout() from exc

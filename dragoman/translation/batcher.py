@@ -24,6 +24,13 @@ text-embeddings-inference's queue sit in front of a model:
 
 Backends that gain nothing (Apertium: one warm pipeline per pair, a batch is one stream already) say so
 with ``coalesces = False`` (or by not having the attribute) and are called directly.
+
+**Front doors with a bounded set of engine places** (the daemon's :class:`~dragoman.server._http.EnginePool`
+lets ``workers`` requests do engine work at once) would let only that many callers ever meet here. A thread
+holding such a place declares it with :func:`holding` (a :class:`Place`); while its caller is inside a
+coalescing lane (queued, or running a batch whose concurrency the lane bounds) the place is given up for
+another request's CPU work, and taken back before the caller goes on. So a daemon's admitted requests wait
+*here*, where they merge, rather than in front of the engine.
 """
 
 from __future__ import annotations
@@ -31,11 +38,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dragoman.errors import BackendError, Saturated
+from dragoman.limits import BATCH_WINDOW_MS
 from dragoman.progress import JobContext
 from dragoman.translation.backends.base import Backend
 from dragoman.translation.types import BatchOutput, Pieces, Protected
@@ -45,7 +54,7 @@ BATCH_SEGMENTS = 64
 #: Characters per coalesced backend call (but one segment, which may be longer).
 BATCH_CHARS = 16_000
 #: How long a leader of a busy lane waits for its batch to fill (seconds); an idle lane never waits.
-BATCH_WINDOW = 0.002
+BATCH_WINDOW = BATCH_WINDOW_MS / 1000
 #: Segments allowed to wait per lane; beyond it a caller gets :class:`~dragoman.errors.Saturated`.
 MAX_QUEUED_SEGMENTS = 8192
 #: How often a caller waiting in the queue checks its context for cancellation (seconds).
@@ -64,6 +73,31 @@ class BatchLimits:
     def __post_init__(self) -> None:
         if self.max_segments < 1 or self.max_chars < 1 or self.max_queued < 1 or self.window < 0:
             raise ValueError(f"batch limits must be positive: {self}")
+
+
+class Place(Protocol):
+    """A front door's engine place held by the current thread (see the module's docstring)."""
+
+    def leave(self) -> None:
+        """Give the place up while the caller waits in (or runs a batch of) a lane; never blocks."""
+
+    def take_back(self) -> None:
+        """Take the place again before the caller goes on (may wait for another thread to give one up)."""
+
+
+_held = threading.local()
+
+
+@contextmanager
+def holding(place: Place) -> Iterator[None]:
+    """While inside, the current thread's calls of :meth:`Batcher.translate` give ``place`` up while they
+    wait in or run a coalescing lane, and take it back before returning (not when they raise)."""
+    previous = getattr(_held, "place", None)
+    _held.place = place
+    try:
+        yield
+    finally:
+        _held.place = previous
 
 
 def coalesces(backend: Backend) -> bool:
@@ -161,6 +195,9 @@ class Batcher:
             lane.queued += len(batch)
             lane.grown.notify_all()
             self._dispatch(lane)
+        place: Place | None = getattr(_held, "place", None)
+        if place is not None:
+            place.leave()
         try:
             self._serve(lane, request, backend, source, target, context)
         finally:
@@ -170,6 +207,8 @@ class Batcher:
                     del self._lanes[key]
         if request.error is not None:
             raise request.error
+        if place is not None:
+            place.take_back()
         return BatchOutput(tuple(request.results), dict(request.notes))
 
     def stats(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from dragoman.settings import Settings
 from dragoman.translation import guards
 from dragoman.translation.backends.apertium import apertium_status
 from dragoman.translation.backends.ctranslate2_backend import cpu_support
-from dragoman.translation.batcher import Batcher
+from dragoman.translation.batcher import Batcher, BatchLimits
 from dragoman.translation.glossary import for_pair as glossary_for_pair
 from dragoman.translation.glossary import validate_entries
 from dragoman.translation.pack_cache import PackCache
@@ -167,7 +167,8 @@ class Engine:
         self.detector = Detector(self.settings.engine.detection_model)
         self.started = time.time()
         #: Merges concurrent callers' segments per route into one backend call (see ``batcher``).
-        self.batcher = Batcher()
+        engine = self.settings.engine
+        self.batcher = Batcher(BatchLimits(window=engine.batch_window_ms / 1000), enabled=engine.batching)
 
     # ----- languages -----------------------------------------------------------------------------
     def installed_pairs(self) -> set[tuple[str, str]]:
