@@ -30,6 +30,7 @@ from dragoman.translation import guards
 from dragoman.translation.backends.apertium import apertium_status
 from dragoman.translation.backends.ctranslate2_backend import cpu_support
 from dragoman.translation.batcher import Batcher, BatchLimits
+from dragoman.translation.case import match_first_case
 from dragoman.translation.glossary import for_pair as glossary_for_pair
 from dragoman.translation.glossary import validate_entries
 from dragoman.translation.pack_cache import PackCache
@@ -402,6 +403,10 @@ class Engine:
         if tier == "fast":
             translated, guard_notes = self._guard(route, ordered, translated, group.source, target, context)
             run_notes.extend(guard_notes)
+        # A segment whose source starts in lower case gets no forced capital (issue 11, item 3).
+        translated = [
+            match_first_case(pieces, text, target) for pieces, text in zip(ordered, translated, strict=True)
+        ]
         by_pieces = dict(zip(ordered, translated, strict=True))
         for i, layout in layouts.items():
             _check(context)

@@ -1,9 +1,9 @@
 """Find the spans of a sentence that must come through translation unchanged, and the numbers in a text.
 
 :func:`protect` marks placeholders (format strings, template variables, markup tags, entities, URLs,
-e-mail addresses, inline code) and glossary terms, returning the sentence as plain strings interleaved
-with :class:`Protected` spans. :func:`restore_check` says which spans a translation lost, and
-:func:`find_numbers` lists a text's numbers in a form that compares across locales and scripts.
+e-mail addresses, inline code, code in running text) and glossary terms, returning the sentence as plain
+strings interleaved with :class:`Protected` spans. :func:`restore_check` says which spans a translation
+lost, and :func:`find_numbers` lists a text's numbers in a form that compares across locales and scripts.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from dragoman.translation.identifiers import identifier_spans
 from dragoman.translation.types import GlossaryEntry, Pieces, Protected
 
 # --- placeholders ---------------------------------------------------------------------------------------
@@ -140,9 +141,15 @@ def _comment_spans(text: str) -> Iterator[tuple[int, int]]:
         i = text.find("<!--", j + 3)
 
 
-def _placeholder_spans(text: str) -> list[tuple[int, int]]:
-    """Non-overlapping placeholder spans, leftmost first, the longest where several start together."""
+def _placeholder_spans(
+    text: str, yield_to: frozenset[tuple[int, int]] = frozenset()
+) -> list[tuple[int, int]]:
+    """Non-overlapping placeholder spans, leftmost first, the longest where several start together.
+
+    Code in running text (:func:`~dragoman.translation.identifiers.identifier_spans`) counts as a
+    placeholder, but for the spans in ``yield_to`` (a glossary term matching exactly the same text)."""
     found: list[tuple[int, int]] = list(_brace_spans(text)) if "{" in text else []
+    found.extend(span for span in identifier_spans(text) if span not in yield_to)
     if "<!--" in text:
         found.extend(_comment_spans(text))
     for index, (pattern, triggers) in enumerate(zip(_PLACEHOLDERS, _TRIGGERS, strict=True)):
@@ -224,20 +231,24 @@ def _glossary_matches(text: str, glossary: Sequence[GlossaryEntry]) -> list[_Mat
 def protect(sentence: str, glossary: Sequence[GlossaryEntry] = ()) -> Pieces:
     """``sentence`` as plain strings and :class:`Protected` spans; joining their sources gives it back.
 
-    Placeholders (kind "placeholder", output == source) win over glossary terms inside or across them.
+    Placeholders (kind "placeholder", output == source) win over glossary terms inside or across them;
+    code in running text (identifiers, options, paths, calls, commands: :mod:`identifiers`) is a
+    placeholder too, unless a glossary term matches exactly the same text.
     Glossary terms (kind "glossary", output == the entry's translation) match on word boundaries, or
     anywhere for terms and neighbours in scripts written without spaces; case-insensitively unless the
     entry is case-sensitive; where matches overlap the longest term wins, then the leftmost.
     """
+    matches = _glossary_matches(sentence, glossary) if glossary else []
+    terms = frozenset((m.start, m.end) for m in matches)
     spans: list[tuple[int, int, Protected]] = [
         (s, e, Protected(sentence[s:e], sentence[s:e], "placeholder"))
-        for s, e in _placeholder_spans(sentence)
+        for s, e in _placeholder_spans(sentence, terms)
     ]
     # the spans taken so far, disjoint and sorted: a candidate is checked against its two neighbours only
     starts = [s for s, _, _ in spans]
     ends = [e for _, e, _ in spans]
     candidates = sorted(
-        _glossary_matches(sentence, glossary),
+        matches,
         key=lambda m: (m.start - m.end, m.start, not m.entry.case_sensitive, m.order),
     )
     for m in candidates:

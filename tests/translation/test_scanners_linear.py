@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 from growth import assert_linear, repeat
 
-from dragoman.translation import protection, segmentation
+from dragoman.translation import identifiers, protection, segmentation
 from dragoman.translation.protection import find_numbers, protect
 from dragoman.translation.segmentation import segment, split_to_limit
 from dragoman.translation.types import GlossaryEntry
@@ -85,6 +85,40 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
             "- ",
             "#",
             "1) ",
+            # code in running text (identifiers, issue 11 item 1)
+            "a_",
+            "_a",
+            "__a",
+            "a::",
+            "::a",
+            "--a",
+            " -a",
+            " -",
+            "/a",
+            "a/",
+            "~/",
+            "../",
+            "a/a.",
+            "C:\\",
+            "\\\\a",
+            "a\\",
+            "a.a.",
+            "f(",
+            "f((",
+            "f(a",
+            "a.b(",
+            "a->",
+            "aA",
+            "aA.",
+            "make install ",
+            "make ",
+            "dpkg -a ",
+            "dpkg ",
+            "sudo ",
+            "git > ",
+            " | a",
+            "--a=",
+            "--a=.",
         )
     },  # fmt: skip
     "{ + text": lambda n: "{" + "a" * n,
@@ -99,12 +133,28 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "inner whitespace": lambda n: "a" + " " * n + "b",
     "inner edge spaces": lambda n: "a" + "\u200b " * (n // 2) + "b",
     "%( + text": lambda n: "%(" + "a" * n,
+    "word + underscores": lambda n: "a" + "_" * n,
+    "dunder + text": lambda n: "__" + "a" * n,
+    "dotted + @": lambda n: "a." * (n // 2) + "a@",
+    "dotted + long part": lambda n: "a.b.c" + "d" * n + "@",
+    "call + text": lambda n: "f(" + "a" * n,
+    "call + nested": lambda n: "f(" + "(a" * (n // 2),
+    "camel + capitals": lambda n: "a" + "A" * n,
+    "camel + lower": lambda n: "a" * n + "A",
+    "path + dots": lambda n: "/" + "." * n,
+    "path + parts": lambda n: "/a" * (n // 2) + ".",
+    "relative path + parts": lambda n: "a/" * (n // 2) + "a.",
+    "windows path + parts": lambda n: "a\\" * (n // 2) + "a.",
+    "option + value dots": lambda n: "--a=" + "." * n,
+    "command + options": lambda n: "dpkg" + " -a" * (n // 3),
+    "command + redirects": lambda n: "dpkg" + " > a" * (n // 4),
+    "make + targets": lambda n: "make" + " install" * (n // 8),
 }
 
 
 def _patterns() -> dict[str, re.Pattern[str]]:
     found: dict[str, re.Pattern[str]] = {}
-    for module in (protection, segmentation):
+    for module in (protection, segmentation, identifiers):
         for name, value in vars(module).items():
             if isinstance(value, re.Pattern):
                 found[f"{module.__name__.rsplit('.', 1)[-1]}.{name}"] = value
@@ -126,6 +176,7 @@ def test_every_pattern_is_found() -> None:
     assert "protection._PLACEHOLDERS[0]" in PATTERNS
     assert "segmentation._BOUNDARY" in PATTERNS
     assert "segmentation._CUT_LEVELS[4]" in PATTERNS
+    assert "identifiers._PATTERNS[11]" in PATTERNS
     assert len(PATTERNS) >= 25
 
 
@@ -159,6 +210,10 @@ def _comments(text: str) -> object:
     return list(protection._comment_spans(text))
 
 
+def _identifiers(text: str) -> object:
+    return identifiers.identifier_spans(text)
+
+
 def _trim(text: str) -> object:
     return protection._trim_url(text, 0, len(text))
 
@@ -187,6 +242,7 @@ def _split(text: str) -> object:
         _braces,
         _comments,
         _trim,
+        _identifiers,
         protect,
         lambda text: protect(text, _GLOSSARY),
         find_numbers,
@@ -199,6 +255,7 @@ def _split(text: str) -> object:
         "brace_spans",
         "comment_spans",
         "trim_url",
+        "identifier_spans",
         "protect",
         "protect+glossary",
         "find_numbers",
