@@ -7,8 +7,23 @@ translation is split again into as many lines as the cue had (never more; fewer 
 fewer words), at the word breaks that make the lines most even, never inside a tag. Dialogue cues, whose
 every line starts with a dash (``- Hi.`` / ``- Hello.``), are translated line by line, one speaker each.
 Tags (``<i>``, ``<b>``, ``<font color="...">``, ``<v Speaker>``, ``<c.class>``, ``{\\an8}``) are kept by the
-engine; WebVTT's karaoke timestamps (``<00:00:01.500>``) are masked so they come back unchanged. A cue is
-never merged with the next one, so a sentence that runs over two cues is translated in two parts.
+engine; WebVTT's karaoke timestamps (``<00:00:01.500>``) are masked so they come back unchanged.
+
+A sentence that runs over several cues (a cue of plain text, no tags, or of lines each wrapped whole in the
+same ``<i>``/``<b>``/``<u>`` tags, that does not end with ``.``, ``!``, ``?``, ``…``, ``:``, ``;`` or ``♪``,
+followed by another such cue wrapped alike that starts with a lower-case letter, or with any letter after a
+comma or a dash) is translated whole, without the wrapping tags, at most
+:data:`MAX_SENTENCE_CUES` cues and :data:`MAX_SENTENCE_CHARS` characters at a time, and laid back over its
+cues: each keeps its timing and gets a share of the translated words in proportion to its share of the source
+text, cut at word breaks (between characters in scripts written without spaces), never empty; its lines get
+their tags back. A cue that
+ends a sentence ends its group. When the translation is too short to give every cue a word, those cues are
+translated one by one instead.
+
+Blocks are found as the WebVTT parsing rules find them: a line holding ``-->`` is a cue's timing line when it
+is the block's first line, or its second after an identifier; anywhere else it ends the block and starts the
+next cue (so a cue not preceded by a blank line is not read as text of the one before). In SubRip a second
+timing line in a block does the same, taking the cue number on the line before it along.
 
 SubRip files are often not UTF-8: a file that is not UTF-8 or UTF-16 with a BOM is read as Windows-1252
 (the usual legacy encoding of ``.srt``) and written back in it.
@@ -17,6 +32,7 @@ SubRip files are often not UTF-8: a file that is not UTF-8 or UTF-16 with a BOM 
 from __future__ import annotations
 
 import re
+import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +52,14 @@ _DIALOGUE = re.compile(r"(?:<[^>]*>|\{[^}]*\})*\s*[-\u2013\u2014]")
 #: Steps of the optimal line split (lines x words x words); longer texts are split greedily instead.
 _SPLIT_DP_LIMIT = 200_000
 _LETTER = re.compile(r"[^\W\d_]")
+#: Most cues, and most characters, one sentence running over cues is translated as (bounds the work).
+MAX_SENTENCE_CUES = 4
+MAX_SENTENCE_CHARS = 400
+#: What ends a sentence at the end of a cue (after closing quotes and brackets).
+_SENTENCE_END = frozenset(".!?…:;♪。！？")
+_CLOSERS = "\"'”’»)]"
+#: A line wrapped whole in style tags (``<i>...</i>``), with no other markup inside.
+_WRAPPED = re.compile(r"((?:<[ibu]>)+)([^<>{}]*)((?:</[ibu]>)+)$")
 
 
 @dataclass
@@ -48,6 +72,14 @@ class _Cue:
     dialogue: bool
     texts: list[str]  # masked texts sent to the engine (one, or one per line for dialogue)
     stamps: list[dict[int, str]]  # per text: the karaoke timestamps behind its placeholders
+    block: int = 0  # the index of its block in the file (cues join only when their blocks are neighbours)
+    inner: str | None = None  # the text without its wrapping tags, when it may share a sentence (plain)
+    wrapper: tuple[str, str] = ("", "")  # the tags around each of its lines
+
+    @property
+    def ends_sentence(self) -> bool:
+        text = (self.inner or "").rstrip().rstrip(_CLOSERS)
+        return not text or text[-1] in _SENTENCE_END
 
 
 def _mask(text: str, numbers: list[int]) -> tuple[str, dict[int, str]]:
@@ -215,39 +247,81 @@ class _SubtitleHandler(ABC):
             raise DocumentFormatError(f"{source.name} does not start with the WEBVTT header")
         lines = text.splitlines(keepends=True)
         cues = self._cues(lines)
-        texts = [t for cue in cues for t in cue.texts]
+        groups = _sentence_groups(cues)
+        texts = [t for group in groups for t in _group_texts(group)]
         translations = iter(translate(texts) if texts else [])
-        for cue in cues:
-            translated = [_unmask(next(translations), stamps) for stamps in cue.stamps]
-            if cue.dialogue:
-                new_lines = translated
+        placed: dict[int, list[str]] = {}  # cue index -> its new lines
+        alone: list[int] = []  # cues of a sentence whose translation was too short to share: one by one
+        index = 0
+        for group in groups:
+            if len(group) == 1:
+                cue = cues[index]
+                translated = [_unmask(next(translations), stamps) for stamps in cue.stamps]
+                placed[index] = translated if cue.dialogue else split_lines(translated[0], len(cue.lines))
             else:
-                new_lines = split_lines(translated[0], len(cue.lines))
+                shares = distribute(next(translations), [len(cue.inner or "") for cue in group])
+                if shares is None:
+                    alone.extend(range(index, index + len(group)))
+                else:
+                    for offset, (cue, share) in enumerate(zip(group, shares, strict=True)):
+                        opening, closing = cue.wrapper
+                        placed[index + offset] = [
+                            opening + line + closing for line in split_lines(share, len(cue.lines))
+                        ]
+            index += len(group)
+        if alone:
+            again = translate([cues[k].texts[0] for k in alone])
+            for k, text_k in zip(alone, again, strict=True):
+                placed[k] = split_lines(text_k, len(cues[k].lines))
+        for k in sorted(placed, reverse=True):  # from the end: a replacement never moves what is before it
+            cue, new_lines = cues[k], placed[k]
             lines[cue.first_line : cue.first_line + len(cue.lines)] = [
                 line + cue.line_end for line in new_lines
             ] + [""] * (len(cue.lines) - len(new_lines))
         result = "".join(lines)
         output.write_bytes(result.encode(encoding, errors="replace"))
+        sent = texts + [cues[k].texts[0] for k in alone]
         return DocumentReport(
-            segments=len(texts),
-            characters=sum(len(t) for t in texts),
+            segments=len(sent),
+            characters=sum(len(t) for t in sent),
             extracted_text="\n\n".join("\n".join(c.lines) for c in cues),
             translated_text=result,
         )
+
+    def _blocks(self, lines: list[str]) -> list[tuple[int, int]]:
+        """The (start, end) line ranges of the file's blocks: runs of non-blank lines, cut before a line
+        that starts another cue (see the module docstring). Linear in the lines."""
+        blocks: list[tuple[int, int]] = []
+        i, n = 0, len(lines)
+        while i < n:
+            if not lines[i].strip():
+                i += 1
+                continue
+            start, timing = i, -1
+            while i < n and lines[i].strip():
+                line = lines[i]
+                if self.webvtt and "-->" in line:
+                    if i == start or (i == start + 1 and timing < 0 and start > 0):
+                        timing = i
+                    else:
+                        break
+                elif not self.webvtt and _TIMING.match(line):
+                    if timing < 0:
+                        timing = i
+                    else:
+                        if i - 1 > timing + 1 and lines[i - 1].strip().isdigit():
+                            i -= 1  # the next cue's number
+                        break
+                i += 1
+            blocks.append((start, i))
+        return blocks
 
     def _cues(self, lines: list[str]) -> list[_Cue]:
         """The cues whose text is translated, in file order (the line lists are not changed)."""
         cues: list[_Cue] = []
         counter = [_inline.first_free_id("".join(lines))]
-        i = 0
-        while i < len(lines):
-            if not lines[i].strip():
-                i += 1
-                continue
-            start = i
-            while i < len(lines) and lines[i].strip():
-                i += 1
-            block = [line.rstrip("\r\n") for line in lines[start:i]]
+        for number, (start, stop) in enumerate(self._blocks(lines)):
+            block = [line.rstrip("\r\n") for line in lines[start:stop]]
             first = block[0].lstrip("\ufeff")
             if self.webvtt and (start == 0 or _VTT_RAW_BLOCK.match(first)):
                 continue
@@ -263,6 +337,7 @@ class _SubtitleHandler(ABC):
             dialogue = len(body) > 1 and all(_DIALOGUE.match(line) for line in body)
             sources = body if dialogue else [" ".join(line.strip() for line in body)]
             masked = [_mask(s, counter) for s in sources]
+            inner, wrapper = (None, ("", "")) if dialogue else _unwrapped(body)
             cues.append(
                 _Cue(
                     first_line=start + timing + 1,
@@ -271,9 +346,132 @@ class _SubtitleHandler(ABC):
                     dialogue=dialogue,
                     texts=[m[0] for m in masked],
                     stamps=[m[1] for m in masked],
+                    block=number,
+                    inner=inner,
+                    wrapper=wrapper,
                 )
             )
         return cues
+
+
+def _sentence_groups(cues: list[_Cue]) -> list[list[_Cue]]:
+    """The cues in runs translated as one text: a sentence running over neighbouring plain cues."""
+    groups: list[list[_Cue]] = []
+    size = 0
+    for cue in cues:
+        if groups:
+            last = groups[-1][-1]
+            if (
+                last.inner is not None
+                and cue.inner is not None
+                and last.wrapper == cue.wrapper
+                and not last.ends_sentence
+                and _continues(last.inner or "", cue.inner)
+                and cue.block == last.block + 1
+                and len(groups[-1]) < MAX_SENTENCE_CUES
+                and size + 1 + len(cue.inner) <= MAX_SENTENCE_CHARS
+            ):
+                groups[-1].append(cue)
+                size += 1 + len(cue.inner)
+                continue
+        groups.append([cue])
+        size = len(cue.texts[0])
+    return groups
+
+
+def _continues(text: str, after: str) -> bool:
+    """Whether ``after`` goes on with the sentence ``text`` leaves open: it starts with a lower-case letter
+    (or one of a script without case), or ``text`` ends with a comma or a dash (``Ron`` after ``When six
+    struck,``). A capital after no punctuation is taken for a new line of its own (titles, credits)."""
+    letter = _LETTER.search(after)
+    if letter is None:
+        return False
+    c = letter.group()
+    return c.islower() or not c.isupper() or text.rstrip().endswith((",", "-", "\u2013", "\u2014"))
+
+
+def _group_texts(group: list[_Cue]) -> list[str]:
+    if len(group) == 1:
+        return group[0].texts
+    return [" ".join((cue.inner or "").strip() for cue in group)]
+
+
+def _unwrapped(body: list[str]) -> tuple[str | None, tuple[str, str]]:
+    """A cue's text without the style tags wrapping each of its lines, and those tags; (None, ...) when it
+    holds other markup (then it is not joined with its neighbours)."""
+    lines = [line.strip() for line in body]
+    text = " ".join(lines)
+    if not any(c in text for c in "<{"):
+        return text, ("", "")
+    found = [_WRAPPED.match(line) for line in lines]
+    wrappers = {(m.group(1), m.group(3)) for m in found if m is not None}
+    if None in found or len(wrappers) != 1:
+        return None, ("", "")
+    opening, closing = next(iter(wrappers))
+    if closing != "".join(f"</{tag[1:]}" for tag in reversed(re.findall(r"<[ibu]>", opening))):
+        return None, ("", "")
+    return " ".join(m.group(2).strip() for m in found if m is not None), (opening, closing)
+
+
+#: Scripts written without spaces between words (Thai, Lao, Tibetan, Myanmar, Khmer, CJK, kana): a line
+#: may break between their characters.
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uf900-\ufaff]"
+)
+
+
+def _tokens(text: str, wanted: int) -> list[tuple[str, str]]:
+    """``text`` as (glue, piece) pairs: its words with a space before each; when there are fewer words than
+    ``wanted``, words in scripts written without spaces are cut further before each of their letters
+    (punctuation and combining marks stay with what is before them)."""
+    words = text.split()
+    if len(words) >= wanted:
+        return [(" ", w) for w in words]
+    out: list[tuple[str, str]] = []
+    for word in words:
+        if not _UNSPACED.search(word):
+            out.append((" ", word))
+            continue
+        start = 0
+        for index in range(1, len(word) + 1):
+            if index == len(word) or (
+                _UNSPACED.match(word, index) and unicodedata.category(word[index])[0] not in "MP"
+            ):
+                out.append((" " if start == 0 else "", word[start:index]))
+                start = index
+    return out
+
+
+def distribute(text: str, weights: list[int]) -> list[str] | None:
+    """``text`` cut into ``len(weights)`` non-empty pieces at word breaks, each about its weight's share of
+    the length; None when it has too few words (or characters) to give each piece one. Linear."""
+    count = len(weights)
+    tokens = _tokens(text, count)
+    if len(tokens) < count:
+        return None
+    ends: list[int] = []  # the length of the text up to the end of each token
+    length = 0
+    for index, (glue, piece) in enumerate(tokens):
+        length += (len(glue) if index else 0) + len(piece)
+        ends.append(length)
+    total_weight = max(1, sum(weights))
+    cuts: list[int] = []  # tokens in the pieces before each cut
+    j, so_far = 0, 0
+    for k in range(count - 1):
+        so_far += weights[k]
+        goal = length * so_far / total_weight
+        low = (cuts[-1] if cuts else 0) + 1
+        high = len(tokens) - (count - 1 - k)
+        j = max(j, low)
+        while j < high and abs(ends[j] - goal) <= abs(ends[j - 1] - goal):
+            j += 1
+        cuts.append(j)
+    bounds = [0, *cuts, len(tokens)]
+    pieces: list[str] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        pieces.append(tokens[a][1] + "".join(glue + piece for glue, piece in tokens[a + 1 : b]))
+    return pieces
 
 
 class SrtHandler(_SubtitleHandler):

@@ -210,6 +210,14 @@ def _split_many_lines(text: str) -> object:
     return subtitles.split_lines(text, max(2, len(text) // 8))
 
 
+def _distribute(text: str) -> object:
+    return subtitles.distribute(text, [3] * max(2, len(text) // 40))
+
+
+def _distribute_unspaced(text: str) -> object:  # one word of a script without spaces: cut between letters
+    return subtitles.distribute("\u6211" + "".join(text.split()), [3] * max(2, len(text) // 40))
+
+
 @pytest.mark.parametrize(
     "work",
     [
@@ -221,6 +229,8 @@ def _split_many_lines(text: str) -> object:
         subtitles._words,
         _split_lines,
         _split_many_lines,
+        _distribute,
+        _distribute_unspaced,
         lambda text: _inline.parse(text, {1: True, 2: False}),
     ],
     ids=[
@@ -232,6 +242,8 @@ def _split_many_lines(text: str) -> object:
         "subtitle_words",
         "subtitle_split_3",
         "subtitle_split_many",
+        "subtitle_distribute",
+        "subtitle_distribute_unspaced",
         "placeholder_parse",
     ],
 )
@@ -350,6 +362,15 @@ FORMATS: dict[str, tuple[FormatHandler, str, dict[str, Callable[[int], str]]]] =
             "many cues": lambda n: "".join(
                 f"{i}\n00:00:01,000 --> 00:00:02,000\na b\n\n" for i in range(n // 40)
             ),
+            "sentences over cues": lambda n: "".join(
+                f"{i}\n00:00:01,000 --> 00:00:02,000\nand so on\n\n" for i in range(n // 48)
+            ),
+            "cues without blank lines": lambda n: "".join(
+                f"{i}\n00:00:01,000 --> 00:00:02,000\nand so on\n" for i in range(n // 47)
+            ),
+            "long sentence cues": lambda n: "".join(
+                f"{i}\n00:00:01,000 --> 00:00:02,000\n{'a ' * 100}\n\n" for i in range(n // 240)
+            ),
         },
     ),
     "webvtt": (
@@ -359,6 +380,10 @@ FORMATS: dict[str, tuple[FormatHandler, str, dict[str, Callable[[int], str]]]] =
             "less-than run": lambda n: _vtt("a " + "<" * n),
             "karaoke": lambda n: _vtt("a " + "<00:00:01.000>b " * (n // 16)),
             "many lines": lambda n: _vtt("ab\n" * (n // 3)),
+            "timing lines": lambda n: "WEBVTT\n\n" + "00:00:01.000 --> 00:00:02.000\n" * (n // 30),
+            "cues without blank lines": lambda n: (
+                "WEBVTT\n\n" + "00:00:01.000 --> 00:00:02.000\n<i>and so on</i>\n" * (n // 47)
+            ),
         },
     ),
     "html": (

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import codecs
 import re
 from pathlib import Path
 
+import pysrt
 import pytest
+import webvtt
 from support import needs_apertium
 
 from dragoman.documents import handlers
-from dragoman.documents.subtitles import SrtHandler, WebVttHandler, split_lines
+from dragoman.documents.subtitles import SrtHandler, WebVttHandler, distribute, split_lines
 from dragoman.errors import DocumentFormatError
 from dragoman.pipelines import translate_file as files
 from dragoman.settings import Settings
@@ -129,6 +132,163 @@ def test_sniffing_and_bad_files(tmp_path: Path) -> None:
     assert handlers.find_handler(srt).name == "srt"
     with pytest.raises(DocumentFormatError, match="WEBVTT"):
         run(tmp_path, WebVttHandler(), b"1\n00:01.000 --> 00:02.000\nHi\n", Upper(), "y.vtt")
+
+
+# --- sentences over cues, cue boundaries, real-world files (issue 11, items 4 and 5) ----------------------
+
+
+class Rot13(Upper):
+    """Changes every letter, as a translation does (tags and braces kept)."""
+
+    def one(self, text: str) -> str:
+        parts = PROTECTED.split(text)
+        out = [codecs.encode(parts[0], "rot13")]
+        for kept, part in zip(PROTECTED.findall(text), parts[1:], strict=True):
+            out += [kept, codecs.encode(part, "rot13")]
+        return "".join(out)
+
+
+class Fixed(Upper):
+    """Answers every text with ``answer``."""
+
+    def __init__(self, answer: str) -> None:
+        super().__init__()
+        self.answer = answer
+
+    def one(self, text: str) -> str:
+        return self.answer
+
+
+SENTENCE = (
+    "3\n00:00:48,061 --> 00:00:51,588\nIl fut un temps,\navant l'existence du câble,\n\n"
+    "4\n00:00:53,166 --> 00:00:56,533\noù le présentateur local\nrégnait en maître.\n\n"
+    "5\n00:00:59,272 --> 00:01:03,003\nOù on croyait\ntout ce qui se disait à la télé.\n"
+)
+
+
+def test_sentence_over_cues_is_translated_whole_and_laid_back_over_them(tmp_path: Path) -> None:
+    fake = Upper()
+    out = run(tmp_path, SrtHandler(), SENTENCE.encode(), fake, "s.srt").decode()
+    assert fake.calls == [
+        [
+            "Il fut un temps, avant l'existence du câble, où le présentateur local régnait en maître.",
+            "Où on croyait tout ce qui se disait à la télé.",  # ends a sentence: its own unit
+        ]
+    ]
+    # Each cue keeps its timing and gets the same words back (an even split of its lines)
+    cues = [block.splitlines() for block in out.strip().split("\n\n")]
+    sources = [block.splitlines() for block in SENTENCE.strip().split("\n\n")]
+    assert [c[:2] for c in cues] == [c[:2] for c in sources]
+    assert [" ".join(c[2:]) for c in cues] == [" ".join(c[2:]).upper() for c in sources]
+    assert all(len(c) == 4 for c in cues)
+
+
+def test_translated_words_are_shared_in_proportion_and_never_leave_a_cue_empty(tmp_path: Path) -> None:
+    source = (
+        "1\n00:00:01,000 --> 00:00:02,000\nThe weather today is\n\n2\n00:00:02,500 --> 00:00:04,000\ngood.\n"
+    )
+    answer = "Das Wetter ist heute wirklich gut."  # 6 words for cues of 20 and 5 characters
+    out = run(tmp_path, SrtHandler(), source.encode(), Fixed(answer), "p.srt").decode()
+    assert out.splitlines()[2] == "Das Wetter ist heute wirklich" and out.splitlines()[6] == "gut."
+    assert distribute("a", [5, 5]) is None  # too short to share: the cues go one by one
+    assert distribute("我回家了，然后我看见他。", [10, 10]) == ["我回家了，然", "后我看见他。"]
+    assert distribute("a b c d", [100, 1, 1]) == ["a b", "c", "d"]
+    fake = Fixed("Ja.")
+    out = run(tmp_path, SrtHandler(), source.encode(), fake, "q.srt").decode()
+    assert fake.calls == [["The weather today is good."], ["The weather today is", "good."]]
+    assert out.count("Ja.") == 2
+
+
+def test_what_is_not_joined(tmp_path: Path) -> None:
+    source = (
+        "1\n00:00:01,000 --> 00:00:02,000\n- Where is the\n- Here\n\n"  # dialogue
+        "2\n00:00:02,000 --> 00:00:03,000\nhouse <b>now</b>\n\n"  # markup other than whole-line style
+        "3\n00:00:03,000 --> 00:00:04,000\nA TITLE\n\n"
+        "4\n00:00:04,000 --> 00:00:05,000\nThe next line\n\n\n\n"  # a capital after no punctuation
+        "5\n00:00:05,000 --> 00:00:06,000\n<i>the italic</i>\n<i>lines go</i>\n\n"
+        "6\n00:00:06,000 --> 00:00:07,000\n<i>on here.</i>\n"  # joined: wrapped alike
+    )
+    fake = Upper()
+    out = run(tmp_path, SrtHandler(), source.encode(), fake, "n.srt").decode()
+    assert fake.calls == [
+        [
+            "- Where is the",
+            "- Here",
+            "house <b>now</b>",
+            "A TITLE",
+            "The next line",
+            "the italic lines go on here.",
+        ]
+    ]
+    assert "<i>THE ITALIC</i>\n<i>LINES GO</i>\n\n6\n00:00:06,000 --> 00:00:07,000\n<i>ON HERE.</i>\n" in out
+
+
+VTT_NO_BLANKS = (
+    "WEBVTT\n\n"
+    "00:04:46.470 --> 00:05:04.080 align:start position:0%\nyeah\nwhat\n"
+    "00:05:04.080 --> 00:05:05.069 align:start position:0%\nthis will happen\n"
+    "00:05:06.000 --> 00:05:07.000\n00:05:07.000 --> 00:05:08.000\nAnd this.\n"
+)
+
+
+def test_webvtt_timing_line_without_a_blank_line_before_it_starts_a_cue(tmp_path: Path) -> None:
+    fake = Upper()
+    out = run(tmp_path, WebVttHandler(), VTT_NO_BLANKS.encode(), fake, "y.vtt").decode()
+    assert fake.calls == [["yeah what this will happen", "And this."]]
+    timings = [line for line in VTT_NO_BLANKS.splitlines() if "-->" in line]
+    assert [line for line in out.splitlines() if "-->" in line] == timings
+    captions = webvtt.from_string(out).captions
+    assert [c.text for c in captions] == ["YEAH\nWHAT", "THIS WILL HAPPEN", "", "AND THIS."]
+
+
+def test_srt_cue_without_a_blank_line_before_it(tmp_path: Path) -> None:
+    source = "1\n00:00:01,000 --> 00:00:02,000\nFirst cue.\n2\n00:00:02,000 --> 00:00:03,000\nSecond cue.\n"
+    fake = Upper()
+    out = run(tmp_path, SrtHandler(), source.encode(), fake, "z.srt").decode()
+    assert fake.calls == [["First cue.", "Second cue."]]
+    assert out == source.replace("First cue.", "FIRST CUE.").replace("Second cue.", "SECOND CUE.")
+
+
+REAL_SUBTITLES = Path(__file__).parent.parent / "data" / "real" / "subtitles"
+REAL = sorted(p.name for p in REAL_SUBTITLES.iterdir() if p.suffix in (".srt", ".vtt"))
+
+
+def _parsed(path: Path) -> list[tuple[str, str, str, str]]:
+    """(identifier, start, end, text) of each cue, as webvtt-py or pysrt reads the file."""
+    if path.suffix == ".vtt":
+        return [(c.identifier or "", c.start, c.end, c.text) for c in webvtt.read(str(path)).captions]
+    items = pysrt.open(str(path), encoding="utf-8-sig")
+    return [(str(c.index), str(c.start), str(c.end), c.text) for c in items]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_subtitles_keep_every_cue_and_timing(tmp_path: Path, name: str) -> None:
+    """webvtt-py and pysrt read the same cues with the same identifiers and timings in the translation, each
+    with text where the source had text (none of it the source's), and sentences over cues sent whole."""
+    source = REAL_SUBTITLES / name
+    output = tmp_path / f"out{source.suffix}"
+    handler = WebVttHandler() if source.suffix == ".vtt" else SrtHandler()
+    fake = Rot13()
+    handler.translate(source, output, fake, None)
+    before, after = _parsed(source), _parsed(output)
+    assert [cue[:3] for cue in after] == [cue[:3] for cue in before]
+    for old, new in zip(before, after, strict=True):
+        assert bool(new[3].strip()) == bool(old[3].strip()), (old, new)
+        if re.search(r"[A-Za-z]{3}", re.sub(r"<[^>]*>|\{[^}]*\}", "", old[3])):
+            assert new[3] != old[3], (old, new)
+    assert not any("-->" in text for text in fake.calls[0])
+
+
+def test_real_sentences_over_cues_are_joined(tmp_path: Path) -> None:
+    source = REAL_SUBTITLES / "pysrt-anchorman-fr.srt"
+    fake = Upper()
+    SrtHandler().translate(source, tmp_path / "out.srt", fake, None)
+    assert (
+        "Il fut un temps, avant l'existence du câble, où le présentateur local régnait en maître."
+        in (fake.calls[0])
+    )
+    joined = [t for t in fake.calls[0] if len(t) > 60]
+    assert len(fake.calls[0]) < 1_400 and len(joined) > 50
 
 
 @needs_apertium
