@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import zipfile
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,18 @@ TRANSLATED_FIELDS = frozenset({"HYPERLINK", "TOC", "REF", "MACROBUTTON", "QUOTE"
 _COMPLEX = "Arab Hebr Syrc Thaa Nkoo Thai Laoo Khmr Mymr Tibt Deva Beng Guru Gujr Orya Taml Telu Knda Mlym"
 COMPLEX_SCRIPTS = frozenset([*_COMPLEX.split(), "Sinh"])
 EAST_ASIAN_SCRIPTS = frozenset({"Hans", "Hant", "Jpan", "Kore", "Hang"})
+#: Monospace font families: a run set in one is code, kept as it is (issue 11, item 1).
+MONOSPACE_FONT = re.compile(
+    r"mono|courier|consolas|menlo|monaco|lucida console|lucida sans typewriter|andale|inconsolata|"
+    r"\bcode\b|fixedsys|\bterminal\b|ocr[- ]?a|letter gothic|prestige elite|typewriter|\bhack\b|\btt\b",
+    re.IGNORECASE,
+)
+#: Character and paragraph styles (by id or name) that mark code: HTML Code, HTML Preformatted,
+#: HTML Keyboard, HTML Typewriter, Code, Verbatim, VerbatimChar and Source Code (pandoc), Macro Text.
+CODE_STYLE = re.compile(
+    r"code|verbatim|preformatted|keyboard|typewriter|monospace|macro ?text|listing",
+    re.IGNORECASE,
+)
 
 
 def w(tag: str) -> str:
@@ -195,6 +208,52 @@ def _rpr_key(rpr: etree._Element | None) -> Hashable:
     )
 
 
+def _style_of(properties: etree._Element | None, tag: str) -> str | None:
+    """The style id a ``w:pPr`` (``pStyle``) or ``w:rPr`` (``rStyle``) names, if any."""
+    if properties is None:
+        return None
+    style = properties.find(w(tag))
+    return None if style is None else style.get(w("val"))
+
+
+def _monospace(fonts: etree._Element | None) -> bool:
+    """Whether a ``w:rFonts`` sets the run's Latin text in a monospace family."""
+    if fonts is None:
+        return False
+    names = [fonts.get(w(a)) for a in ("ascii", "hAnsi")]
+    return any(name and MONOSPACE_FONT.search(name) for name in names)
+
+
+def _code_styles(styles: etree._Element | None) -> frozenset[str]:
+    """The ids of the styles that mark code: named like code (HTML Code, Verbatim, Source Code) or set
+    in a monospace font, and the styles based on them."""
+    if styles is None:
+        return frozenset()
+    code: set[str] = set()
+    based: dict[str, str] = {}
+    for style in styles.iter(w("style")):
+        sid = style.get(w("styleId"))
+        if not sid or style.get(w("type")) not in ("character", "paragraph"):
+            continue
+        name_el = style.find(w("name"))
+        name = name_el.get(w("val"), "") if name_el is not None else ""
+        rpr = style.find(W_RPR)
+        if CODE_STYLE.search(sid) or CODE_STYLE.search(name):
+            code.add(sid)
+        elif rpr is not None and _monospace(rpr.find(w("rFonts"))):
+            code.add(sid)
+        parent = _style_of(style, "basedOn")
+        if parent:
+            based[sid] = parent
+    for sid in based:  # a style based on a code style is code too (a bounded walk up its chain)
+        seen, current = 0, sid
+        while current in based and current not in code and seen < 16:
+            current, seen = based[current], seen + 1
+        if current in code:
+            code.add(sid)
+    return frozenset(code)
+
+
 @dataclass
 class _Field:
     instr: str = ""
@@ -212,16 +271,29 @@ class _Field:
 class _Walker:
     """Collects a paragraph's pieces in reading order; field state carries across paragraphs."""
 
-    def __init__(self) -> None:
+    def __init__(self, code_styles: frozenset[str] = frozenset()) -> None:
         self.fields: list[_Field] = []
         self.pieces: list[Piece] = []
         self.handles: list[etree._Element | None] = []
         self.containers = itertools.count(1)
+        #: Style ids that mark code (see :func:`_code_styles`); text in them is kept, in its place.
+        self.code_styles = code_styles
+        self.code_paragraph = False
 
     def paragraph(self, p: etree._Element) -> tuple[list[Piece], list[etree._Element | None]]:
         self.pieces, self.handles = [], []
+        self.code_paragraph = _style_of(p.find(W_PPR), "pStyle") in self.code_styles
         self._walk(p, ())
         return self.pieces, self.handles
+
+    def _is_code(self, run: etree._Element) -> bool:
+        """A run in a code paragraph, in a code character style or set in a monospace font."""
+        if self.code_paragraph:
+            return True
+        rpr = run.find(W_RPR)
+        if rpr is None:
+            return False
+        return _style_of(rpr, "rStyle") in self.code_styles or _monospace(rpr.find(w("rFonts")))
 
     def _barrier(self) -> None:
         self.pieces.append(BARRIER)
@@ -251,11 +323,12 @@ class _Walker:
 
     def _run(self, run: etree._Element, path: tuple[int, ...]) -> None:
         key: Hashable | None = None
+        code = self._is_code(run)  # code is kept as it is: a barrier, like a frozen field's text
         for child in run:
             tag = child.tag
             if tag in _RUN_SKIPPED or not isinstance(tag, str):
                 continue
-            if tag == W_T and not (self.fields and self.fields[-1].frozen):
+            if tag == W_T and not code and not (self.fields and self.fields[-1].frozen):
                 if key is None:
                     key = (path, _rpr_key(run.find(W_RPR)))
                 self.pieces.append(Piece(key, child.text or ""))
@@ -360,11 +433,17 @@ class DocxHandler:
                 root = zc.parse_xml(zc.read_part(archive, name, source.name), name, source.name)
                 parts.append(_Part(name, kinds[types[name]], root))
             drawing = Target.of(translate.target)
+            styles = next((n for n, t in types.items() if t == STYLES), None)
+            code_styles = _code_styles(
+                zc.parse_xml(zc.read_part(archive, styles, source.name), styles, source.name)
+                if styles is not None and styles in archive.namelist()
+                else None
+            )
             for part in parts:
                 if part.kind in DRAWINGML_KINDS.values():
                     part.paragraphs = drawingml_paragraphs(part.root, drawing)
                     continue
-                walker = _Walker()  # fields may span paragraphs, never parts
+                walker = _Walker(code_styles)  # fields may span paragraphs, never parts
                 for p in part.root.iter(W_P):
                     pieces, handles = walker.paragraph(p)
                     encoded = encode(pieces)
@@ -375,7 +454,6 @@ class DocxHandler:
                 progress(0, 1, f"translating {sum(len(p.paragraphs) for p in parts)} paragraphs")
             stats = translate_paragraphs([p for part in parts for p in part.paragraphs], translate)
             replaced = {part.name: zc.serialize_xml(part.root) for part in parts if part.paragraphs}
-            styles = next((n for n, t in types.items() if t == STYLES), None)
             if stats.segments and styles is not None and script.lang is not None:
                 replaced[styles] = _default_language(archive, styles, source.name, script)
             zc.rewrite_zip(archive, output, replaced, source.name)
