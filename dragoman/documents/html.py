@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import codecs
 import html
+import html.entities
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,6 +49,10 @@ INLINE = frozenset(
 UNTOUCHED = frozenset("script style code pre kbd samp var noscript template textarea svg math".split())
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 TRANSLATED_ATTRIBUTES = ("alt", "title", "placeholder", "aria-label")
+XHTML_NAMESPACE = "http://www.w3.org/1999/xhtml"
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+#: ``lang``, and ``xml:lang`` as the HTML parser (a plain name) and the XML parser (namespaced) read it.
+LANG_ATTRIBUTES = ("lang", "xml:lang", XML_LANG)
 #: Deepest nesting of elements read (libxml2's limit with ``huge_tree``); deeper files are refused (413).
 MAX_HTML_DEPTH = 2048
 
@@ -61,8 +66,10 @@ _LETTER = re.compile(r"[^\W\d_]")
 
 
 def _tag(element: Element) -> str | None:
+    """The element's local name in lower case (``p``, also for XHTML's ``{namespace}p``); None for a
+    comment, a processing instruction or an entity reference."""
     tag = element.tag
-    return tag.lower() if isinstance(tag, str) else None  # None: a comment or processing instruction
+    return tag.rsplit("}", 1)[-1].lower() if isinstance(tag, str) else None
 
 
 def _untouched(element: Element) -> bool:
@@ -159,6 +166,8 @@ class _Run:
 class _Collected:
     runs: list[_Run] = field(default_factory=list)
     attributes: list[tuple[Element, str]] = field(default_factory=list)
+    #: Translated elements that declare their language (``lang``, ``xml:lang``): it becomes the target's.
+    languages: list[Element] = field(default_factory=list)
 
     def visit(self, element: Element) -> None:
         if _untouched(element):
@@ -177,6 +186,8 @@ class _Collected:
         self.runs.append(_Run(element, owner, children, None))
 
     def attribute(self, element: Element) -> None:
+        if any(element.get(name) is not None for name in LANG_ATTRIBUTES):
+            self.languages.append(element)
         for name in TRANSLATED_ATTRIBUTES:
             value = element.get(name)
             if value and _LETTER.search(value):
@@ -221,15 +232,50 @@ def _decode(data: bytes, name: str) -> tuple[str, str]:
         return data.decode("cp1252", errors="replace"), "cp1252"
 
 
-def _set_language(root: Element, flores: str) -> None:
+def _set_language(root: Element, flores: str, *, always: bool = True) -> None:
+    """Declare ``flores`` on ``root`` (``lang`` always when ``always``; ``xml:lang`` where present) and set
+    ``dir`` to its direction where it differs."""
     language = get(flores)
-    root.set("lang", language.bcp47)
-    if "xml:lang" in root.attrib:
-        root.set("xml:lang", language.bcp47)
+    if always or root.get("lang") is not None:
+        root.set("lang", language.bcp47)
+    for name in LANG_ATTRIBUTES[1:]:
+        if name in root.attrib:
+            root.set(name, language.bcp47)
     if language.rtl:
         root.set("dir", "rtl")
     elif root.get("dir", "").lower() == "rtl":
         root.set("dir", "ltr")
+
+
+def _primary(tag: str | None) -> str:
+    return (tag or "").strip().split("-")[0].split("_")[0].lower()
+
+
+def _declared_language(element: Element) -> str:
+    return next((str(v) for name in LANG_ATTRIBUTES if (v := element.get(name)) is not None), "")
+
+
+def _relabel_languages(
+    elements: list[Element], root: Element, translate: TextTranslator, sample: str
+) -> None:
+    """Give the target's language to translated elements that declared the source's: an inner
+    ``lang="en"`` left on text now in Spanish misleads screen readers, spell checkers and hyphenation.
+    Elements that declare another language (a quotation in French) keep theirs. The source language is
+    the translator's, else the one the document declared, else detected from the text."""
+    inner = [e for e in elements if e is not root]
+    if not inner:
+        return
+    if translate.source:
+        source = _primary(get(translate.source).bcp47)
+    elif _declared_language(root):
+        source = _primary(_declared_language(root))
+    else:
+        detected = translate.detect_language(sample)
+        source = _primary(get(detected).bcp47) if detected else ""
+    for element in inner:
+        declared = _primary(_declared_language(element))
+        if declared and (declared == source or not source):
+            _set_language(element, translate.target, always=False)
 
 
 def _refuse_if_cut(parser: etree.HTMLParser, name: str) -> None:
@@ -243,6 +289,80 @@ def _refuse_if_cut(parser: etree.HTMLParser, name: str) -> None:
             "refused rather than translated in part. Flatten the markup"
         )
     raise DocumentFormatError(f"{name} cannot be read whole as HTML ({fatal[0].message.strip()})")
+
+
+_HTML_TAG = re.compile(rb"<html[\s>]", re.I)
+_XHTML_XMLNS = re.compile(rb"\sxmlns\s*=\s*[\"']http://www\.w3\.org/1999/xhtml[\"']", re.I)
+
+
+def _looks_xhtml(source: Path, declaration: str, data: bytes) -> bool:
+    """An ``.xhtml`` file, or one that opens with an XML declaration or has the XHTML namespace: read as
+    XML when it is well-formed, so that it is written back as XML (``<br/>``, CDATA, namespaces)."""
+    if source.suffix.lower() == ".xhtml" or declaration:
+        return True
+    head = data[:65536]
+    tag = _HTML_TAG.search(head)  # the first <html ...>, then its attributes up to the first '>'
+    end = head.find(b">", tag.start()) + 1 if tag is not None else 0
+    return tag is not None and bool(_XHTML_XMLNS.search(head, tag.start(), end or len(head)))
+
+
+def _xhtml_root(body: str, source: Path) -> Element | None:
+    """The root of ``body`` read as XML (no DTD, no network, entities kept as references, CDATA kept);
+    None when it is not well-formed XML (then it is read as HTML, as browsers read text/html). An
+    ``.xhtml`` file that is not well-formed is refused: XML consumers would reject what it was."""
+    parser = etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True, strip_cdata=False
+    )
+    try:
+        root = etree.fromstring(body, parser=parser)
+    except etree.XMLSyntaxError as exc:
+        if source.suffix.lower() == ".xhtml":
+            if "depth" in str(exc).lower() or "nest" in str(exc).lower():
+                raise DocumentTooLarge(
+                    f"{source.name}: elements are nested more than {MAX_HTML_DEPTH} deep; refused rather "
+                    "than translated in part. Flatten the markup"
+                ) from exc
+            raise DocumentFormatError(f"{source.name} is not well-formed XHTML: {exc}") from exc
+        return None
+    except ValueError:
+        return None
+    if _tag(root) != "html" and source.suffix.lower() != ".xhtml":
+        return None
+    _inline_entities(root)
+    return root
+
+
+def _inline_entities(root: Element) -> None:
+    """HTML named entities (``&nbsp;``, ``&copy;``), which XML without the DTD keeps as references, become
+    their characters, so that they do not split words for the engine. Unknown ones stay references."""
+    for entity in list(root.iter(etree.Entity)):
+        char = html.entities.html5.get(entity.text.strip("&;") + ";")
+        parent = entity.getparent()
+        if char is None or parent is None:
+            continue
+        text = char + (entity.tail or "")
+        previous = entity.getprevious()
+        if previous is None:
+            parent.text = (parent.text or "") + text
+        else:
+            previous.tail = (previous.tail or "") + text
+        parent.remove(entity)
+
+
+def _xhtml_serialise(root: Element) -> str:
+    """XML, with the doctype; empty non-void XHTML elements keep an end tag (``<script src=x></script>``,
+    not ``<script/>``, which HTML parsers read as an unclosed element)."""
+    for element in root.iter():
+        tag = element.tag
+        if (
+            isinstance(tag, str)
+            and tag.startswith("{" + XHTML_NAMESPACE + "}")
+            and _tag(element) not in VOID
+            and element.text is None
+            and len(element) == 0
+        ):
+            element.text = ""
+    return str(etree.tostring(root.getroottree(), encoding="unicode"))
 
 
 class HtmlHandler:
@@ -263,18 +383,22 @@ class HtmlHandler:
         declaration = m.group() if (m := _XML_DECLARATION.match(text)) else ""
         body = text[len(declaration) :]
         document = bool(_DOCUMENT.search(data[:65536]))
-        # huge_tree: libxml2's default stops at 256 levels of nesting and silently drops the rest of the
-        # file; with it the limit is 2048, and a file past that is refused (never translated in part). Size
-        # is bounded by our own markup bounds above, not by libxml2's.
-        parser = lxml.html.HTMLParser(huge_tree=True)
-        try:
-            if document:
-                root = lxml.html.document_fromstring(body, parser=parser)
-            else:
-                root = lxml.html.fragment_fromstring(body, create_parent="div", parser=parser)
-        except (etree.ParserError, ValueError) as exc:
-            raise DocumentFormatError(f"{source.name} cannot be read as HTML: {exc}") from exc
-        _refuse_if_cut(parser, source.name)
+        xml_root = _xhtml_root(body, source) if _looks_xhtml(source, declaration, data) else None
+        if xml_root is not None:
+            root = xml_root
+        else:
+            # huge_tree: libxml2's default stops at 256 levels of nesting and silently drops the rest of the
+            # file; with it the limit is 2048, and a file past that is refused (never translated in part).
+            # Size is bounded by our own markup bounds above, not by libxml2's.
+            parser = lxml.html.HTMLParser(huge_tree=True)
+            try:
+                if document:
+                    root = lxml.html.document_fromstring(body, parser=parser)
+                else:
+                    root = lxml.html.fragment_fromstring(body, create_parent="div", parser=parser)
+            except (etree.ParserError, ValueError) as exc:
+                raise DocumentFormatError(f"{source.name} cannot be read as HTML: {exc}") from exc
+            _refuse_if_cut(parser, source.name)
 
         collected = _Collected()
         collected.visit(root)
@@ -289,12 +413,19 @@ class HtmlHandler:
         lost = sum(not run.rebuild(t) for run, t in zip(runs, translations[: len(runs)], strict=True))
         for (element, attribute), value in zip(collected.attributes, translations[len(runs) :], strict=True):
             element.set(attribute, value)
+        sample = " ".join(_inline.TAG.sub("", r.masked) for r in runs[:20])[:2000]
+        _relabel_languages(collected.languages, root, translate, sample)
 
-        if document:
+        if xml_root is not None:
+            _set_language(root, translate.target)
+            result = _xhtml_serialise(root)
+        elif document:
             _set_language(root, translate.target)
             tree = root.getroottree()
             doctype = tree.docinfo.doctype if re.search(r"<!doctype", body[:4096], re.I) else ""
-            result = lxml.html.tostring(tree, encoding="unicode", doctype=doctype)
+            # etree.tostring, not lxml.html.tostring: the latter drops <meta http-equiv="Content-Type">,
+            # and a file in Latin-1 written back without its charset declaration decodes as mojibake.
+            result = etree.tostring(tree, method="html", encoding="unicode", doctype=doctype)
             if not doctype:
                 result = result.removeprefix("\n")
         else:

@@ -356,9 +356,19 @@ class XliffHandler:
 #: Keys that hold a note for translators wherever they are: Transifex's ``developer_comment``, the
 #: ``_comment`` of i18next and hand-written files, and a key's companion note written ``key___DESCRIPTION``,
 #: ``key__comment`` (two or more underscores before ``description``, ``comment`` or ``note``).
-_TRANSLATOR_NOTE = re.compile(
-    r"(?i)(?:developer_comment|_+(?:comment|description|note|notes|context)|.+?_{2,}(?:description|comment|note))\Z"
-)
+_NOTES = frozenset({"comment", "description", "note", "notes", "context"})
+_NOTE_SUFFIXES = ("__description", "__comment", "__note")
+
+
+def _translator_note(key: str) -> bool:
+    """Whether ``key`` names a note for translators (string tests, no pattern: keys may be long)."""
+    folded = key.lower()
+    bare = folded.lstrip("_")
+    if folded == "developer_comment" or (bare != folded and bare in _NOTES):
+        return True
+    return any(folded.endswith(end) and folded[: -len(end)].strip("_") for end in _NOTE_SUFFIXES)
+
+
 #: The message of an object that carries a message and notes about it: Chrome's ``messages.json``
 #: (``message``, ``description``), FormatJS (``defaultMessage``, ``description``), Transifex structured
 #: JSON (``string``, ``developer_comment``, ``context``).
@@ -393,7 +403,7 @@ class _JsonStrings:
     texts: list[str] = field(default_factory=list)
 
     def _walked(self, key: str, value: Any, message: bool = False) -> bool:
-        if key.startswith("@") or _TRANSLATOR_NOTE.match(key):
+        if key.startswith("@") or _translator_note(key):
             return False
         if message:  # only the message: notes, ids and placeholders' examples are for translators
             return key in _MESSAGE_KEYS

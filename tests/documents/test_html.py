@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import html5lib  # type: ignore[import-untyped]
 import lxml.html  # type: ignore[import-untyped]
 import pytest
+from lxml import etree
 from support import needs_apertium
 
 from dragoman.documents import handlers
@@ -158,6 +161,117 @@ def test_declared_encoding_is_kept(tmp_path: Path) -> None:
     assert "<p>CAFÉ AU LAIT</p>" in data.decode("iso-8859-1")
     with pytest.raises(UnicodeDecodeError):
         data.decode("utf-8")
+
+
+def test_charset_declaration_survives(tmp_path: Path) -> None:
+    # <meta http-equiv="Content-Type"> was dropped on writing: a Latin-1 file then decoded as mojibake.
+    page = (
+        '<!DOCTYPE html>\n<html><head><meta http-equiv="Content-Type" '
+        'content="text/html; charset=iso-8859-1"><title>Café</title></head>'
+        "<body><p>Crème brûlée</p></body></html>"
+    )
+    data, _ = run(tmp_path, page.encode("iso-8859-1"), Upper())
+    assert b'<meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1">' in data
+    # An HTML5 parser given only the bytes finds the encoding and reads the text right.
+    document = html5(data)
+    assert document.find(".//p").text == "CRÈME BRÛLÉE"
+    data, _ = run(tmp_path, page.replace("iso-8859-1", "utf-8"), Upper())
+    assert b'charset=utf-8">' in data and "CRÈME BRÛLÉE" in data.decode("utf-8")
+
+
+XHTML = """<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Strict//EN" "http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict.dtd">
+<html xmlns="http://www.w3.org/1999/xhtml" xml:lang="en" lang="en">
+<head><meta http-equiv="Content-Type" content="text/html; charset=utf-8" /><title>The page</title>
+<script type="text/javascript" src="a.js"></script>
+<script type="text/javascript">//<![CDATA[
+if (a < b && c) { go("<p>"); }
+//]]></script></head>
+<body><p>A&nbsp;red house &amp; a <b>big</b> dog.<br/>Next line<img src="x.png" alt="A door"/></p>
+<p>Unknown &foo; stays.</p><svg xmlns="http://www.w3.org/2000/svg"><text>Label</text></svg></body></html>
+"""
+
+
+#: An XML parser that reads XHTML without its DTD (entities it defines stay references).
+XML_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False)
+
+
+def html5(data: bytes) -> Any:
+    """The document as an HTML5 parser reads the bytes (encoding from the BOM or <meta>, else UTF-8)."""
+    return html5lib.parse(data, namespaceHTMLElements=False, useChardet=False)
+
+
+def test_xhtml_stays_well_formed_xml(tmp_path: Path) -> None:
+    data, _ = run(tmp_path, XHTML, Upper(), name="page.xhtml")
+    text = data.decode("utf-8")
+    assert text.startswith('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html PUBLIC')
+    root = etree.fromstring(data, XML_PARSER)
+    assert root.tag == "{http://www.w3.org/1999/xhtml}html"
+    assert (root.get("lang"), root.get("{http://www.w3.org/XML/1998/namespace}lang")) == ("es", "es")
+    assert "<br />" in text and 'alt="A DOOR"' in text
+    assert '<script type="text/javascript" src="a.js"></script>' in text  # not <script/>
+    assert '//<![CDATA[\nif (a < b && c) { go("<p>"); }\n//]]>' in text  # CDATA kept as written
+    assert "A\xa0RED HOUSE &amp; A <b>BIG</b> DOG." in text  # &nbsp; is a character, not a word break
+    assert "&foo;" in text and "<text>Label</text>" in text
+    html5(data)  # and it still reads as HTML
+    # The same file named .html (an XML declaration, the XHTML namespace) is written back as XML too.
+    etree.fromstring(run(tmp_path, XHTML, Upper())[0], XML_PARSER)
+
+
+def test_xhtml_not_well_formed(tmp_path: Path) -> None:
+    broken = XHTML.replace("<br/>", "<br>")
+    data, _ = run(tmp_path, broken, Upper())  # .html: read as HTML, as browsers read text/html
+    assert b"A\xc2\xa0RED HOUSE" in data
+    with pytest.raises(DocumentFormatError, match="well-formed"):
+        run(tmp_path, broken, Upper(), name="page.xhtml")
+
+
+def test_inner_lang_of_the_source_becomes_the_target(tmp_path: Path) -> None:
+    page = (
+        '<html lang="en-GB"><body><p lang="en">Hello <span lang="EN-us">there</span></p>'
+        '<p>He said <q lang="fr">déjà vu</q></p><pre lang="en">keep</pre></body></html>'
+    )
+    data, _ = run(tmp_path, page, Upper())
+    root = lxml.html.document_fromstring(data.decode("utf-8"))
+    assert [e.get("lang") for e in root.iter() if e.get("lang")] == ["es", "es", "es", "fr", "en"]
+    fragment = '<p lang="en" xml:lang="en">Hello</p>'
+    no_source = Upper()
+    no_source.source = None  # detected from the text: the fake says English
+    data, _ = run(tmp_path, fragment, no_source, name="part.html")
+    assert data.decode("utf-8") == '<p lang="es" xml:lang="es">HELLO</p>'
+
+
+REAL_HTML = Path(__file__).parents[1] / "data" / "real" / "html"
+
+
+def _elements(root: object) -> Counter[str]:
+    return Counter(
+        str(e.tag).rsplit("}", 1)[-1].lower()
+        for e in root.iter()  # type: ignore[attr-defined]
+        if isinstance(e.tag, str)
+    )
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in REAL_HTML.glob("*.html")))
+def test_real_files_keep_encoding_elements_and_well_formedness(tmp_path: Path, name: str) -> None:
+    source = (REAL_HTML / name).read_bytes()
+    data, _ = run(tmp_path, source, Upper(), name=name)
+    before, after = html5(source), html5(data)
+    assert _elements(after) == _elements(before)  # an HTML5 parser sees the same elements
+    charset = re.search(rb"<meta[^>]*charset=[^>]*>", source, re.I)
+    if charset is not None:
+        assert charset.group() in data  # the declaration is kept, and holds
+        declared = re.search(rb"charset=([\w-]+)", charset.group())
+        assert declared is not None
+        data.decode(declared.group(1).decode())
+    xml = XML_PARSER
+    try:
+        etree.fromstring(source, xml)
+    except etree.XMLSyntaxError:
+        return
+    translated = etree.fromstring(data, xml)  # well-formed in, well-formed out
+    assert _elements(translated) == _elements(etree.fromstring(source, xml))
+    assert data.count(b"<![CDATA[") == source.count(b"<![CDATA[")
 
 
 def test_wrong_content_is_refused(tmp_path: Path) -> None:
