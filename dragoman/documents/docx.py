@@ -77,7 +77,7 @@ COMPLEX_SCRIPTS = frozenset([*_COMPLEX.split(), "Sinh"])
 EAST_ASIAN_SCRIPTS = frozenset({"Hans", "Hant", "Jpan", "Kore", "Hang"})
 #: Monospace font families: a run set in one is code, kept as it is (issue 11, item 1).
 MONOSPACE_FONT = re.compile(
-    r"mono|courier|consolas|menlo|monaco|lucida console|lucida sans typewriter|andale|inconsolata|"
+    r"mono(?!type)|courier|consolas|menlo|monaco|lucida console|lucida sans typewriter|andale|inconsolata|"
     r"\bcode\b|fixedsys|\bterminal\b|ocr[- ]?a|letter gothic|prestige elite|typewriter|\bhack\b|\btt\b",
     re.IGNORECASE,
 )

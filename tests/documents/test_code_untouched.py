@@ -1,0 +1,103 @@
+"""Code stays code in every format (issue 11, item 1): code blocks and inline code are never sent for
+translation (Markdown fences and indented blocks, HTML ``pre``/``code``/``kbd``/``samp``/``var``), and code
+in running text (identifiers, options, paths, commands) comes back from the engine as it was written."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from dragoman.pipelines import translate_file as files
+from dragoman.settings import Settings
+from dragoman.translation.engine import Engine
+from dragoman.translation.types import BatchOutput, Pieces, Protected
+
+
+def _shout(batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+    """A backend that "translates" every word it is free to change (upper case) and keeps the spans."""
+    return BatchOutput(
+        tuple(
+            "".join(p.output if isinstance(p, Protected) else p.upper() for p in pieces) for pieces in batch
+        )
+    )
+
+
+@pytest.fixture
+def engine(packs_dir: Path, tiny_argos_pack: Path) -> Iterator[Engine]:
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(packs_dir), "DRAGOMAN_APERTIUM": "0"})
+    with Engine(settings) as eng:
+        eng.pack_cache.backend("argos-en-es").translate_batch = _shout  # type: ignore[method-assign]
+        yield eng
+
+
+RUNNING_CODE = [
+    "c.setFillColor(blue)",
+    "dpkg --get-selections > file",
+    "/usr/share/doc/",
+    "ASN1_SUCCESS",
+    "make install",
+    "os.path.join",
+    "std::vector",
+    "C:\\Windows\\System32",
+]
+SENTENCE = (
+    "Call c.setFillColor(blue) after dpkg --get-selections > file, read /usr/share/doc/ and check "
+    "ASN1_SUCCESS; then make install with os.path.join, std::vector and C:\\Windows\\System32 here."
+)
+
+
+def _translate(engine: Engine, path: Path) -> str:
+    result = files.translate_file(engine, path, "es", source="en")
+    return Path(result.output_path).read_text(encoding="utf-8")
+
+
+def test_markdown_code_blocks_inline_code_and_running_code(engine: Engine, tmp_path: Path) -> None:
+    source = tmp_path / "doc.md"
+    fenced = "```sh\nmake the house\n```\n"
+    tilde = "~~~\nkeep this line\n~~~\n"
+    indented = "    indented code stays\n"
+    source.write_text(
+        f"# A title\n\n{SENTENCE}\n\nRun `keep inline code` now.\n\n{fenced}\n{tilde}\nText.\n\n{indented}",
+        encoding="utf-8",
+    )
+    out = _translate(engine, source)
+    assert "# A TITLE" in out and "RUN `keep inline code` NOW." in out
+    assert fenced in out and tilde in out and indented in out
+    for code in RUNNING_CODE:
+        assert code in out
+    assert "CALL " in out and " HERE." in out
+
+
+def test_html_code_elements_and_running_code(engine: Engine, tmp_path: Path) -> None:
+    source = tmp_path / "doc.html"
+    kept = [
+        "<pre>make   the house\n  stay</pre>",
+        "<code>keep this code</code>",
+        "<kbd>press the key</kbd>",
+        "<samp>the sample output</samp>",
+        "<var>the variable</var>",
+    ]
+    body = "".join(f"<p>Say {k} there.</p>" for k in kept)
+    source.write_text(
+        f"<!DOCTYPE html><html><head><title>Code</title></head><body><p>{SENTENCE}</p>{body}</body></html>",
+        encoding="utf-8",
+    )
+    out = _translate(engine, source)
+    for k in kept:
+        assert k in out
+    for code in RUNNING_CODE:
+        assert code.replace(">", "&gt;") in out or code in out
+    assert "<p>SAY <code>keep this code</code> THERE.</p>" in out
+
+
+def test_plain_text_running_code(engine: Engine, tmp_path: Path) -> None:
+    source = tmp_path / "doc.txt"
+    source.write_text(SENTENCE + "\n", encoding="utf-8")
+    out = _translate(engine, source)
+    for code in RUNNING_CODE:
+        assert code in out
+    assert out.startswith("CALL c.setFillColor(blue) AFTER dpkg")
