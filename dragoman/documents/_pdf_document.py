@@ -17,6 +17,7 @@ rotation.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import math
@@ -29,7 +30,7 @@ from pymupdf import mupdf
 from dragoman.documents import _pdf_fonts as fonts
 from dragoman.documents import _pdf_ocr as ocr
 from dragoman.documents import _pdf_text as text
-from dragoman.documents._pdf_layout import Block, Box, PageWork, page_blocks
+from dragoman.documents._pdf_layout import Block, Box, PageWork, page_blocks, spill_for
 from dragoman.documents.base import DocumentReport, TextBox, TextTranslator
 from dragoman.errors import DocumentFormatError, OcrUnavailable, map_exceptions
 from dragoman.languages.catalogue import script_of
@@ -68,11 +69,13 @@ def open_pdf(source: Path) -> pymupdf.Document:
 def _story(block: Block, translation: str, *, rtl: bool) -> pymupdf.Story:
     align = "center" if block.centered and not rtl else None
     css = fonts.css_for(block.style, line_height=block.line_height, align=align)
-    return pymupdf.Story(html=fonts.html_for(translation, rtl=rtl), user_css=css)
+    html = fonts.html_for_runs(text.runs_of(block, translation), block.style, rtl=rtl)
+    return pymupdf.Story(html=html, user_css=css)
 
 
-def _fit(story: pymupdf.Story, width: float, height: float) -> float:
-    """Lay ``story`` out in a ``width`` x ``height`` box, shrunk until it fits; the scale (1.0: as is).
+def _fit(story: pymupdf.Story, width: float, height: float, floor: float = 0.0) -> float | None:
+    """Lay ``story`` out in a ``width`` x ``height`` box, shrunk until it fits; the scale (1.0: as is);
+    None when it does not fit at ``floor`` (the smallest legible scale; 0: no floor).
 
     The story is left placed at the scale returned, ready to draw. A text that does not fit is measured
     once in a box of unbounded height; the square root of the height ratio (text shrinks in both
@@ -91,11 +94,15 @@ def _fit(story: pymupdf.Story, width: float, height: float) -> float:
     natural = pymupdf.Rect(filled).y1
     guess = math.sqrt(height / natural) if not more and natural > height > 0 else 0.9
     high, low, scale = 1.0, 0.0, min(0.99, guess)
-    while scale > MIN_SCALE:  # down until it fits
+    while scale > max(MIN_SCALE, floor):  # down until it fits
         if fits(scale):
             low = scale
             break
         high, scale = scale, scale * 0.9
+    if low == 0.0 and floor > 0:
+        if not fits(floor):
+            return None
+        low = floor
     if low == 0.0:  # not even at the smallest scale: let MuPDF search as far as it takes
         fit = story.fit_scale(pymupdf.Rect(0, 0, width, height), scale_min=1, scale_max=None, flags=flags)
         return 1.0 / float(fit.parameter)
@@ -120,8 +127,17 @@ class Overlay:
         self.writer = pymupdf.DocumentWriter(self.buffer)
         self.pages: dict[int, int] = {}  # document page number -> overlay page number
 
-    def add_page(self, page: pymupdf.Page, items: Sequence[tuple[Block, str]], *, rtl: bool) -> list[float]:
-        """Lay out upright translations in their blocks' rooms on a new overlay page; the scale of each."""
+    def add_page(
+        self,
+        page: pymupdf.Page,
+        items: Sequence[tuple[Block, str]],
+        *,
+        rtl: bool,
+        work: PageWork | None = None,
+    ) -> list[tuple[float, bool]]:
+        """Lay out upright translations in their blocks' rooms on a new overlay page, never below the
+        legible size (reflowing down into free space first); the scale of each, and whether it ran past
+        its room."""
         if not items:
             return []
         device = self.writer.begin_page(page.rect)
@@ -129,9 +145,17 @@ class Overlay:
         for block, translation in items:
             room = block.room if block.room is not None else block.rect
             story = _story(block, translation, rtl=rtl)
-            scale = _fit(story, room.width, room.height)
+            floor = text.legible_scale(block.style.size, painted=block.paint_over)
+            scale = _fit(story, room.width, room.height, floor)
+            overflow = False
+            if scale is None and work is not None:
+                room = spill_for(block, work)
+                scale = _fit(story, room.width, room.height, floor)
+            if scale is None:  # written at the legible size, running past its room
+                overflow, scale = True, floor
+                story.place(pymupdf.Rect(0, 0, room.width / floor, UNBOUNDED))
             story.draw(device, pymupdf.Matrix(scale, 0, 0, scale, room.x0, room.y0))
-            scales.append(scale)
+            scales.append((scale, overflow))
         self.writer.end_page()
         self.pages[page.number or 0] = len(self.pages)
         return scales
@@ -152,7 +176,9 @@ def draw_turned(page: pymupdf.Page, block: Block, translation: str, *, rtl: bool
     align = "center" if block.centered and not rtl else None
     css = fonts.css_for(block.style, line_height=block.line_height, align=align)
     html = fonts.html_for(translation, rtl=rtl)
-    _, scale = page.insert_htmlbox(block.rect, html, css=css, scale_low=0, rotate=block.rotate)
+    html = fonts.html_for_runs(text.runs_of(block, translation), block.style, rtl=rtl)
+    floor = text.legible_scale(block.style.size, painted=block.paint_over)
+    _, scale = page.insert_htmlbox(block.rect, html, css=css, scale_low=floor, rotate=block.rotate)
     return float(scale)
 
 
@@ -192,7 +218,8 @@ def remove_text(page: pymupdf.Page, work: PageWork) -> list[tuple[int, int, str]
     if lines:  # (a scan read by OCR has none)
         # Keep the text left untranslated (at an angle): remove line by line; otherwise every text on the
         # page is replaced: one redaction, far cheaper than one per line.
-        redact(page, lines if work.skipped_angled else [page.rect])
+        # Code (monospace blocks) stays as it is too.
+        redact(page, lines if work.skipped_angled or work.kept_code else [page.rect])
     painted = [b.rect for b in work.blocks if b.paint_over]
     if painted:
         ocr.paint_backgrounds(page, painted)
@@ -204,13 +231,17 @@ class Rewriter:
     the links redaction drops), :meth:`write` lays out its translations (pages in any groups, in order),
     :meth:`finish` places them."""
 
-    def __init__(self, doc: pymupdf.Document, *, rtl: bool, report: DocumentReport) -> None:
+    def __init__(
+        self, doc: pymupdf.Document, *, rtl: bool, report: DocumentReport, book: text.FontBook | None = None
+    ) -> None:
         self.doc = doc
         self.rtl = rtl
         self.report = report
+        self.book = book
         self.overlay = Overlay()
         self.turned: list[tuple[int, Block, str]] = []
         self.shrunk: dict[int, int] = {}  # page number (1-based) -> translations shrunk a lot there
+        self.overflowed: dict[int, int] = {}  # page number (1-based) -> translations past their room
 
     def remove(self, work: PageWork) -> None:
         if work.blocks:
@@ -225,32 +256,49 @@ class Rewriter:
         page = self.doc.load_page(work.number)
         writers = text.TextWriters(page)
         shaped: list[tuple[Block, str]] = []
-        scales = []
+        scales: list[tuple[float, bool]] = []
         for block, translation in items:
-            if text.writable(block, translation, rtl=self.rtl):
-                laid = text.lay_out(block, translation)
+            if text.writable(block, translation, rtl=self.rtl, book=self.book):
+                laid = text.lay_out(
+                    block, translation, self.book, spill=functools.partial(spill_for, block, work)
+                )
                 writers.add(block, laid, center=block.centered)
-                scales.append(laid.scale)
+                scales.append((laid.scale, laid.overflow))
             elif block.rotate == 0:
                 shaped.append((block, translation))
             else:
                 self.turned.append((work.number, block, translation))
         writers.write()
-        scales += self.overlay.add_page(page, shaped, rtl=self.rtl)
+        scales += self.overlay.add_page(page, shaped, rtl=self.rtl, work=work)
         for block, translation in items:
             rect = block.rect
             self.report.boxes.append(
-                TextBox(work.number + 1, (rect.x0, rect.y0, rect.x1, rect.y1), block.text, translation)
+                TextBox(
+                    work.number + 1,
+                    (rect.x0, rect.y0, rect.x1, rect.y1),
+                    text.plain_text(block, block.text),
+                    text.plain_text(block, translation),
+                )
             )
-        shrunk = sum(scale < SMALL_SCALE for scale in scales)
+        shrunk = sum(scale < SMALL_SCALE for scale, _ in scales)
         if shrunk:
             self.shrunk[work.number + 1] = shrunk
+        overflowed = sum(overflow for _, overflow in scales)
+        if overflowed:
+            self.overflowed[work.number + 1] = overflowed
 
     def finish(self) -> None:
         if self.shrunk:
             self.report.warnings.append(
                 f"{sum(self.shrunk.values())} translation(s) shrunk below {SMALL_SCALE:.0%} of the original "
                 f"size to fit their boxes, on page(s) {_pages(self.shrunk)}; check them, or shorten them"
+            )
+        if self.overflowed:
+            self.report.warnings.append(
+                f"{sum(self.overflowed.values())} translation(s) did not fit their boxes at the smallest "
+                f"legible size ({text.MIN_LEGIBLE:g} pt or {text.MIN_SHARE:.0%} of the original) even "
+                "reflowed into the free space below, and run past them, on page(s) "
+                f"{_pages(self.overflowed)}; check them, or shorten them"
             )
         self.overlay.place(self.doc)
         for number, block, translation in self.turned:
@@ -268,6 +316,7 @@ class PageReader:
         self.translate = translate
         self.report = report
         self.grow = grow
+        self.book = text.FontBook()  # the document's own fonts, to write translations in
         self.ocr_error: OcrUnavailable | None = None
         self.unread: list[int] = []
         self.scanned = 0
@@ -276,6 +325,8 @@ class PageReader:
     def read(self, number: int) -> PageWork:
         page = self.doc.load_page(number)
         work = page_blocks(page, grow=self.grow)
+        if work.blocks:
+            self.book.note(page)
         if work.skipped_angled:
             self.angled[number + 1] = work.skipped_angled
         if not work.blocks and page.get_images(full=False):
@@ -321,6 +372,23 @@ def check_document(doc: pymupdf.Document, name: str, target: str, report: Docume
             f"no font with {script} glyphs is available to MuPDF; the translation may show empty boxes "
             "(install a PyMuPDF build with its Noto fonts)"
         )
+
+
+def outline(doc: pymupdf.Document) -> list[tuple[int, str]]:
+    """The document's bookmarks (outline items) as (xref, title), in order; blank titles left out."""
+    items = []
+    for entry in doc.get_toc(simple=False):
+        xref = entry[3].get("xref", 0) if len(entry) > 3 and isinstance(entry[3], dict) else 0
+        if xref and str(entry[1]).strip():
+            items.append((int(xref), str(entry[1])))
+    return items
+
+
+def set_outline(doc: pymupdf.Document, items: Sequence[tuple[int, str]], titles: Sequence[str]) -> None:
+    """Give each bookmark its translated title (destinations, levels and order stay)."""
+    for (xref, _), title in zip(items, titles, strict=True):
+        if title.strip():
+            doc.xref_set_key(xref, "Title", pymupdf.get_pdf_str(title))
 
 
 def unrotate(doc: pymupdf.Document) -> dict[int, int]:

@@ -1,7 +1,8 @@
 # mypy: disallow-untyped-calls=False
 # (PyMuPDF's functions carry no annotations)
-"""Font and style choice for text written into a PDF: the look of a block's first span (size, colour, bold,
-italic, serif or sans) turned into the HTML and CSS that ``Page.insert_htmlbox`` lays out.
+"""Font and style choice for text written into a PDF: the look of a span (size, colour, bold, italic, its
+class: serif, sans or monospace, from :func:`classify`; the document's own font's name) turned into the HTML
+and CSS that MuPDF's HTML layout uses, or into a base font (:mod:`dragoman.documents._pdf_text`).
 
 MuPDF's HTML layout picks the base font from the CSS family (``sans-serif`` -> Nimbus Sans, ``Times`` ->
 Nimbus Roman, ``monospace`` -> Nimbus Mono: Latin, Greek and Cyrillic, metrics of Helvetica, Times and
@@ -68,6 +69,153 @@ SCRIPT_SAMPLES: dict[str, str] = {
 }
 
 
+#: Font name fragments (lower case, subset prefix and punctuation removed) by class, checked in this
+#: order: monospace first (``NimbusMonL``, ``CMTT``, ``DejaVuSansMono``), then sans (``NimbusSanL``,
+#: ``CMSS``, ``LiberationSans``), then serif. A name none of them matches is classed by the font's flags.
+MONO_NAMES = (
+    "mono",
+    "courier",
+    "cmtt",
+    "cmsltt",
+    "cmitt",
+    "cmtex",
+    "lmmono",
+    "typewriter",
+    "consol",
+    "menlo",
+    "inconsolata",
+    "lucidaconsole",
+    "sourcecode",
+    "fixed",
+    "andale",
+    "monaco",
+    "cousine",
+    "texgyrecursor",
+    "nimbusmon",
+    "computer modern typewriter",
+    "letter gothic",
+    "lettergothic",
+    "ocra",
+    "ocrb",
+    "terminal",
+    "fira code",
+    "firacode",
+)
+SANS_NAMES = (
+    "sans",
+    "computer modern sans",
+    "helvet",
+    "arial",
+    "cmss",
+    "lmsans",
+    "nimbussan",
+    "urwgothic",
+    "texgyreheros",
+    "texgyreadventor",
+    "verdana",
+    "tahoma",
+    "calibri",
+    "segoe",
+    "roboto",
+    "opensans",
+    "ubuntu",
+    "trebuchet",
+    "futura",
+    "frutiger",
+    "myriad",
+    "avenir",
+    "gillsans",
+    "gothic",
+    "franklin",
+    "geneva",
+    "lucidagrande",
+    "carlito",
+    "arimo",
+    "source sans",
+    "noto sans",
+    "avantgarde",
+    "optima",
+    "univers",
+    "candara",
+    "corbel",
+)
+SERIF_NAMES = (
+    "serif",
+    "times",
+    "roman",
+    "cmr",
+    "cmb",
+    "cmti",
+    "cmsl",
+    "cmu",
+    "cmmi",
+    "cmsy",
+    "cmex",
+    "cmcsc",
+    "cmdunh",
+    "cmfib",
+    "lmroman",
+    "nimbusrom",
+    "urwpalladio",
+    "palladio",
+    "palatino",
+    "urwbookman",
+    "bookman",
+    "centuryschl",
+    "schoolbook",
+    "century",
+    "texgyre",
+    "georgia",
+    "garamond",
+    "cambria",
+    "caslon",
+    "baskerville",
+    "charter",
+    "utopia",
+    "libertine",
+    "minion",
+    "bodoni",
+    "didot",
+    "constantia",
+    "tinos",
+    "caladea",
+    "dejavuserif",
+    "liberationserif",
+    "stix",
+    "computer modern",
+    "cochineal",
+    "plex serif",
+    "book antiqua",
+    "goudy",
+    "cmbx",
+)
+
+
+def base_name(font: str) -> str:
+    """A font's name without the subset prefix (``ABCDEF+``)."""
+    head, plus, rest = font.partition("+")
+    return rest if plus and len(head) == 6 and head.isupper() else font
+
+
+def classify(font: str, flags: int = 0) -> str:
+    """The CSS family class of a font: ``monospace``, ``sans-serif`` or ``Times`` (serif), from a broad
+    table of names (Nimbus, Computer/Latin Modern, DejaVu, Liberation, URW, TeX Gyre, the usual system and
+    office fonts) and, for a name the table does not know, the span's flags (mono, serif)."""
+    name = base_name(font).lower()
+    squeezed = name.replace("-", "").replace("_", "").replace(" ", "")
+    if any(n in name or n.replace(" ", "") in squeezed for n in MONO_NAMES):
+        return "monospace"
+    if any(n in name or n.replace(" ", "") in squeezed for n in SANS_NAMES):
+        return "sans-serif"
+    if any(squeezed.startswith(n) or (len(n) > 4 and n.replace(" ", "") in squeezed) for n in SERIF_NAMES):
+        return "Times"  # MuPDF's "serif" is Charis SIL, much wider than the usual Times
+    if flags & FLAG_MONO:
+        return "monospace"
+    if flags & FLAG_SERIF:
+        return "Times"
+    return "sans-serif"
+
+
 @dataclass(frozen=True)
 class TextStyle:
     """How a block of text looked: what its translation is written in."""
@@ -77,27 +225,42 @@ class TextStyle:
     bold: bool = False
     italic: bool = False
     family: str = "sans-serif"  # sans-serif (Nimbus Sans), Times (Nimbus Roman) or monospace (Nimbus Mono)
+    font: str = ""  # the document's font (name without subset prefix): kept where it has the glyphs needed
+
+    @property
+    def code(self) -> bool:
+        """Monospace text: code, commands, paths; never translated."""
+        return self.family == "monospace"
 
 
 def style_of(span: dict[str, object]) -> TextStyle:
     """The style of a ``get_text("dict")`` span."""
     flags = int(span.get("flags", 0))  # type: ignore[call-overload]
-    font = str(span.get("font", "")).lower()
+    raw = str(span.get("font", ""))
+    font = base_name(raw).lower()
     size = float(span.get("size", 11.0))  # type: ignore[arg-type]
     color = int(span.get("color", 0))  # type: ignore[call-overload]
-    if flags & FLAG_MONO or "mono" in font or "courier" in font:
-        family = "monospace"
-    elif flags & FLAG_SERIF or ("serif" in font and "sans" not in font) or "times" in font:
-        family = "Times"  # MuPDF's "serif" is Charis SIL, much wider than the usual Times
-    else:
-        family = "sans-serif"
+    weight = font.replace("-", " ").replace(",", " ")
     return TextStyle(
         size=size if size > 0 else 11.0,
         color=color & 0xFFFFFF,
-        bold=bool(flags & FLAG_BOLD) or any(n in font for n in _BOLD_NAMES),
-        italic=bool(flags & FLAG_ITALIC) or any(n in font for n in _ITALIC_NAMES),
-        family=family,
+        bold=bool(flags & FLAG_BOLD) or any(n in weight for n in _BOLD_NAMES) or _cm_bold(font),
+        italic=bool(flags & FLAG_ITALIC) or any(n in weight for n in _ITALIC_NAMES) or _cm_italic(font),
+        family=classify(raw, flags),
+        font=base_name(raw),
     )
+
+
+def _cm_bold(font: str) -> bool:
+    """Computer Modern bold (``CMBX10``, ``CMB10``, ``CMSSBX10``) and NimbusRomNo9L-Medi style names."""
+    return font.startswith(("cmbx", "cmb1", "cmb9", "cmb8", "cmssbx", "cmttb")) or font.endswith(
+        ("-medi", "-mediital", "-bold", "-bolditalic")
+    )
+
+
+def _cm_italic(font: str) -> bool:
+    """Computer Modern italic and slanted faces (``CMTI10``, ``CMSL10``, ``CMSLTT10``), ``-ReguItal``."""
+    return font.startswith(("cmti", "cmsl", "cmitt", "cmbxti", "cmbxsl", "cmssi")) or font.endswith("ital")
 
 
 def css_for(style: TextStyle, *, line_height: float = 1.2, align: str | None = None) -> str:
@@ -125,6 +288,26 @@ def html_for(text: str, *, rtl: bool) -> str:
     paragraph's end there), so right-to-left blocks carry no alignment of their own.
     """
     body = "<br>".join(html.escape(line, quote=False) for line in text.split("\n"))
+    return f'<div dir="rtl">{body}</div>' if rtl else f"<div>{body}</div>"
+
+
+def html_for_runs(runs: list[tuple[str, TextStyle]], base: TextStyle, *, rtl: bool) -> str:
+    """:func:`html_for` for a translation of runs of different looks: each run that differs from the
+    block's look (bold, italic, monospace code) in a ``span`` of its own."""
+    parts = []
+    for text, style in runs:
+        body = "<br>".join(html.escape(line, quote=False) for line in text.split("\n"))
+        rules = []
+        if style.family != base.family:
+            rules.append(f"font-family:{style.family}")
+        if style.bold != base.bold:
+            rules.append(f"font-weight:{'bold' if style.bold else 'normal'}")
+        if style.italic != base.italic:
+            rules.append(f"font-style:{'italic' if style.italic else 'normal'}")
+        if style.color != base.color:
+            rules.append(f"color:#{style.color:06x}")
+        parts.append(f'<span style="{";".join(rules)}">{body}</span>' if rules else body)
+    body = "".join(parts)
     return f'<div dir="rtl">{body}</div>' if rtl else f"<div>{body}</div>"
 
 

@@ -4,7 +4,10 @@
 
 Each text block of ``page.get_text("dict")`` becomes one :class:`Block`: its lines joined into a paragraph
 (a line ending well short of the block's right edge keeps its line break: a paragraph end or a list item;
-a word hyphenated at a line end is joined), the style of its first span, its line pitch, its direction.
+a word hyphenated at a line end is joined), the look of most of its characters (runs in another look
+between numbered placeholders, monospace code as a single placeholder kept as it is), its line pitch, its
+direction. A block all in monospace is code and left alone. Text on one line split by a wide gap (table
+cells, a running header's parts, a label set flush right) is cut into separate blocks (:func:`columns`).
 
 Translations are usually longer than their source. A block may grow into free space before its text is
 shrunk: a one-line block to the right (or both ways when it is centred on the page), a paragraph
@@ -21,12 +24,14 @@ from __future__ import annotations
 
 import statistics
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pymupdf
 from pymupdf import mupdf
 
+from dragoman.documents import _inline
 from dragoman.documents import _pdf_fonts as fonts
 
 #: ``get_text`` flags: whitespace and ligatures as written, no images (not needed, and slow).
@@ -42,6 +47,25 @@ GAP = 2.0
 #: What stops a block from growing, as ``get_bboxlog`` names it (text is judged by blocks instead): what
 #: :class:`Obstacles` collects.
 OBSTACLE_KINDS = ("fill-path", "stroke-path", "fill-image", "fill-imgmask", "fill-shade")
+#: Text on one line separated by a gap wider than this many font sizes is in separate blocks (table cells,
+#: columns, a running header's left and right parts); a gap of :data:`ALIGNED_GAP` sizes is enough where
+#: another line of the block starts a part at the same place (a table's column).
+COLUMN_GAP = 2.0
+ALIGNED_GAP = 1.0
+#: ... or of :data:`FLUSH_GAP` sizes before a part set flush right in another look (a label).
+FLUSH_GAP = 1.4
+#: Space kept free at the bottom of a page when a translation spills downwards, in points.
+BOTTOM_MARGIN = 18.0
+
+
+@dataclass(frozen=True)
+class Inline:
+    """A run inside a block that looks different from the block (bold, italic, another colour: a pair of
+    placeholders around its translation) or is code (monospace: a single placeholder, kept as it is)."""
+
+    single: bool
+    text: str
+    style: fonts.TextStyle
 
 
 @dataclass
@@ -59,6 +83,8 @@ class Block:
     line_rects: list[Box] = field(default_factory=list)  # each line's box, to remove the text line by line
     paint_over: bool = False  # text that is part of an image: cover the original with the colour around it
     room: pymupdf.Rect | None = None  # where the translation may go (``rect`` grown into free space)
+    tags: dict[int, Inline] = field(default_factory=dict)  # the placeholders in ``text``, by number
+    spill: pymupdf.Rect | None = None  # ``room`` grown down to whatever is below: to reflow, not shrink
 
 
 @dataclass
@@ -68,6 +94,9 @@ class PageWork:
     number: int  # 0-based
     blocks: list[Block] = field(default_factory=list)
     skipped_angled: int = 0
+    kept_code: int = 0  # blocks all in monospace (code), left as they are
+    obstacles: list[pymupdf.Rect] = field(default_factory=list)
+    page_rect: pymupdf.Rect | None = None
 
 
 def join_lines(lines: list[tuple[str, float]], width: float) -> str:
@@ -142,15 +171,26 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
     boxes: list[Box] = [line["bbox"] for line in lines]
     rect = pymupdf.Rect(_union(boxes))
     vertical = rotate in (90, 270)
-    texts = []
-    for line, box in zip(lines, boxes, strict=True):
-        extent = box[3] - box[1] if vertical else box[2] - box[0]
-        texts.append(("".join(s["text"] for s in line["spans"]), extent))
-    first = next(s for line in lines for s in line["spans"] if s["text"].strip())
-    style = fonts.style_of(first)
+    spans = [s for line in lines for s in line["spans"] if s["text"].strip()]
     invisible = all(s.get("alpha", 255) == 0 for line in lines for s in line["spans"])
+    tags: dict[int, Inline] = {}
+    texts = []
     if invisible:  # an OCR layer: the visible text is in the image under it; write in dark ink
-        style = fonts.TextStyle(size=style.size, bold=style.bold, italic=style.italic, family=style.family)
+        first = fonts.style_of(spans[0])
+        family = "sans-serif" if first.code else first.family  # (OCR's glyphless font is no code)
+        style = fonts.TextStyle(size=first.size, bold=first.bold, italic=first.italic, family=family)
+        for line, box in zip(lines, boxes, strict=True):
+            extent = box[3] - box[1] if vertical else box[2] - box[0]
+            texts.append(("".join(s["text"] for s in line["spans"]), extent))
+    else:
+        looks = [fonts.style_of(s) for s in spans]
+        if all(look.code for look in looks):
+            return "code"
+        style = _base_style(spans, looks)
+        ids = _inline.numbering(*(s["text"] for s in spans))
+        for line, box in zip(lines, boxes, strict=True):
+            extent = box[3] - box[1] if vertical else box[2] - box[0]
+            texts.append((_tagged(line["spans"], style, ids, tags), extent))
     centre = (rect.x0 + rect.x1) / 2
     centered = (
         len(lines) == 1
@@ -169,7 +209,194 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
         centered=centered,
         line_rects=boxes,
         paint_over=invisible,
+        tags=tags,
     )
+
+
+def _look(style: fonts.TextStyle) -> tuple[bool, bool, str, int]:
+    """What sets a run apart inside a block: weight, slant, class (serif, sans, monospace), colour."""
+    return style.bold, style.italic, style.family, style.color
+
+
+def _base_style(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> fonts.TextStyle:
+    """The look of most of a block's characters (code aside): what its translation is written in; the
+    first span's size and font when it has that look."""
+    weights: dict[tuple[bool, bool, str, int], int] = {}
+    for span, look in zip(spans, looks, strict=True):
+        if not look.code:
+            key = _look(look)
+            weights[key] = weights.get(key, 0) + len(span["text"].strip())
+    best = max(weights, key=weights.__getitem__)
+    return next(look for look in looks if _look(look) == best)
+
+
+def _tagged(
+    spans: list[dict[str, Any]], base: fonts.TextStyle, ids: Iterator[int], tags: dict[int, Inline]
+) -> str:
+    """A line's text, with the runs that look different from ``base`` between numbered placeholders:
+    ``<n>bold</n>`` (translated), ``<n/>`` for monospace code (kept as it is); spaces stay outside."""
+    out: list[str] = []
+    run: list[str] = []
+    look: fonts.TextStyle | None = None
+
+    def flush() -> None:
+        text = "".join(run)
+        run.clear()
+        if look is None or _look(look) == _look(base) or not text.strip():
+            out.append(text)
+            return
+        core = text.strip()
+        lead, tail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
+        number = next(ids)
+        tags[number] = Inline(look.code, core, look)
+        out.append(f"{lead}<{number}/>{tail}" if look.code else f"{lead}<{number}>{core}</{number}>{tail}")
+
+    for span in spans:
+        this = fonts.style_of(span) if span["text"].strip() else look
+        if look is not None and this is not None and _look(this) != _look(look):
+            flush()
+        if this is not None:
+            look = this
+        run.append(span["text"])
+    flush()
+    return "".join(out)
+
+
+def _row_key(line: dict[str, Any]) -> int:
+    return int(round(line["spans"][0]["origin"][1]))
+
+
+def _span_size(line: dict[str, Any]) -> float:
+    sizes = [float(s["size"]) for s in line["spans"] if s["text"].strip()]
+    return max(sizes) if sizes else 10.0
+
+
+def _line_of(spans: list[dict[str, Any]], line: dict[str, Any]) -> dict[str, Any]:
+    """A line dict for some of a line's spans."""
+    return {**line, "spans": spans, "bbox": _union([s["bbox"] for s in spans])}
+
+
+def _split_line(line: dict[str, Any]) -> list[dict[str, Any]]:
+    """A line in parts at gaps between its spans wider than :data:`COLUMN_GAP` font sizes."""
+    spans = line["spans"]
+    if len(spans) < 2:
+        return [line]
+    parts: list[list[dict[str, Any]]] = [[]]
+    right = None
+    for span in spans:
+        if span["text"].strip():
+            if right is not None and span["bbox"][0] - right > COLUMN_GAP * float(span["size"]):
+                parts.append([])
+            right = span["bbox"][2]
+        parts[-1].append(span)
+    if len(parts) == 1:
+        return [line]
+    return [_line_of(part, line) for part in parts if part]
+
+
+def columns(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A block's lines in columns: text on one line separated by a wide gap (table cells side by side,
+    a running header's left and right parts) goes into separate blocks; otherwise the lines as they are.
+
+    Lines on one baseline are parts of a row; a part starts a new column where the gap before it is
+    wider than :data:`COLUMN_GAP` font sizes, or wider than :data:`ALIGNED_GAP` sizes and another row has a
+    part starting at the same place (an aligned column). Each part then joins the first column it overlaps.
+    """
+    if any(round(line["dir"][0]) != 1 or not line["spans"] for line in lines):
+        return [lines]
+    parts = [part for line in lines for part in _split_line(line)]
+    if len(parts) == 1:
+        return [lines]
+    rows: dict[int, list[dict[str, Any]]] = {}
+    for part in parts:
+        rows.setdefault(_row_key(part), []).append(part)
+    if all(len(row) == 1 for row in rows.values()):
+        return [lines]
+    gaps: list[tuple[dict[str, Any], float, float]] = []  # part, gap before it (in sizes), its x0
+    edge = max(part["bbox"][2] for part in parts)
+    flush: set[int] = set()  # parts set flush right in another look (a label: "[Function]", a page number)
+    for row in rows.values():
+        row.sort(key=lambda part: part["bbox"][0])
+        for left, right in zip(row, row[1:], strict=False):
+            gap = (right["bbox"][0] - left["bbox"][2]) / _span_size(left)
+            gaps.append((right, gap, right["bbox"][0]))
+            if (
+                right is row[-1]
+                and abs(right["bbox"][2] - edge) < 1.0
+                and _part_look(left) != _part_look(right)
+            ):
+                flush.add(id(right))
+    starts: dict[int, int] = {}  # parts after a gap starting at x, by x in 2-point bins
+    for _, gap, x0 in gaps:
+        if gap > ALIGNED_GAP:
+            starts[int(x0 // 2)] = starts.get(int(x0 // 2), 0) + 1
+
+    def aligned(x0: float) -> bool:  # another part starts within about 2 points (neighbouring bins)
+        return sum(starts.get(int(x0 // 2) + d, 0) for d in (-1, 0, 1)) > 1
+
+    cuts = {
+        id(part)
+        for part, gap, x0 in gaps
+        if gap > COLUMN_GAP or (gap > ALIGNED_GAP and aligned(x0)) or (gap > FLUSH_GAP and id(part) in flush)
+    }
+    if not cuts:  # one column: the parts of each row as one line (MuPDF cuts lines at wide spaces)
+        ordered = sorted(rows.values(), key=lambda row: row[0]["bbox"][1])
+        return [[row[0] if len(row) == 1 else _merged(row) for row in ordered]]
+    segments: list[list[dict[str, Any]]] = []
+    for row in sorted(rows.values(), key=lambda row: row[0]["bbox"][1]):
+        segments.append([row[0]])
+        for part in row[1:]:
+            if id(part) in cuts:
+                segments.append([part])
+            else:
+                segments[-1].append(part)
+    # Each part joins the first column it overlaps; in a column, a part on a row that has parts in other
+    # columns too starts a new block (a table's cell), one alone on its row continues the block above (a
+    # cell's text wrapped onto a second line).
+    found: list[tuple[list[float], list[list[dict[str, Any]]]]] = []  # [x0, x1], blocks of lines
+    for row_segments in _rows_of(segments):
+        for segment in row_segments:
+            line = segment[0] if len(segment) == 1 else _merged(segment)
+            x0, x1 = line["bbox"][0], line["bbox"][2]
+            for extent, blocks in found:
+                if _overlap(x0, x1, extent[0], extent[1]):
+                    if len(row_segments) > 1:
+                        blocks.append([line])
+                    else:
+                        blocks[-1].append(line)
+                    extent[0], extent[1] = min(extent[0], x0), max(extent[1], x1)
+                    break
+            else:
+                found.append(([x0, x1], [[line]]))
+    return [block for _, blocks in sorted(found, key=lambda item: item[0][0]) for block in blocks]
+
+
+def _rows_of(segments: list[list[dict[str, Any]]]) -> list[list[list[dict[str, Any]]]]:
+    """Segments (in row order) grouped by row."""
+    rows: list[list[list[dict[str, Any]]]] = []
+    key = None
+    for segment in segments:
+        this = _row_key(segment[0])
+        if this != key:
+            rows.append([])
+            key = this
+        rows[-1].append(segment)
+    return rows
+
+
+def _part_look(part: dict[str, Any]) -> tuple[bool, bool, str, int] | None:
+    spans = [s for s in part["spans"] if s["text"].strip()]
+    return _look(fonts.style_of(spans[0])) if spans else None
+
+
+def _merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Parts of one row that belong together, as one line (a space between them)."""
+    spans: list[dict[str, Any]] = []
+    for part in parts:
+        if spans and not spans[-1]["text"].endswith(" ") and not part["spans"][0]["text"].startswith(" "):
+            spans.append({**part["spans"][0], "text": " "})
+        spans.extend(part["spans"])
+    return _line_of(spans, parts[0])
 
 
 class Obstacles(mupdf.FzDevice2):  # type: ignore[misc]  # (MuPDF's device base class has no annotations)
@@ -236,15 +463,19 @@ def page_blocks(page: pymupdf.Page, *, grow: bool = True) -> PageWork:
     work = PageWork(number=page.number or 0)
     content, obstacles = read_page(page)
     page_rect = page.rect
+    work.obstacles, work.page_rect = obstacles, page_rect
     for raw in content["blocks"]:
         if raw.get("type", 0) != 0:
             continue
-        for lines in runs(raw["lines"]):
-            block = block_of(work.number, lines, page_rect)
-            if block == "angled":
-                work.skipped_angled += 1
-            elif isinstance(block, Block) and block.text:
-                work.blocks.append(block)
+        for column in columns(raw["lines"]):
+            for lines in runs(column):
+                block = block_of(work.number, lines, page_rect)
+                if block == "angled":
+                    work.skipped_angled += 1
+                elif block == "code":
+                    work.kept_code += 1
+                elif isinstance(block, Block) and block.text:
+                    work.blocks.append(block)
     for block in work.blocks:
         block.room = room_for(block, work.blocks, obstacles, page_rect) if grow else pymupdf.Rect(block.rect)
     return work
@@ -275,6 +506,23 @@ def room_for(
     bottom = min([page_rect.y1 - 18.0, rect.y1 + max(pitch, 0.25 * rect.height)])
     rect.y1 = max(rect.y1, min([bottom, *_limits_below(rect, [*others, *obstacles])]))
     return rect
+
+
+def spill_for(block: Block, work: PageWork) -> pymupdf.Rect:
+    """Where a translation that does not fit its room at a legible size may reflow: the room grown down to
+    whatever is below it (other text, a drawing, an image) or the page's bottom margin."""
+    if block.spill is not None:
+        return block.spill
+    room = pymupdf.Rect(block.room if block.room is not None else block.rect)
+    if block.rotate != 0 or block.paint_over or work.page_rect is None:
+        block.spill = room
+        return room
+    others = [b.rect for b in work.blocks if b is not block]
+    probe = pymupdf.Rect(room.x0, block.rect.y0, room.x1, max(block.rect.y1, room.y0 + 1))
+    bottom = min([work.page_rect.y1 - BOTTOM_MARGIN, *_limits_below(probe, [*others, *work.obstacles])])
+    room.y1 = max(room.y1, bottom)
+    block.spill = room
+    return room
 
 
 def _overlap(a0: float, a1: float, b0: float, b1: float) -> bool:

@@ -10,7 +10,8 @@ language is known, the first groups are asked for while later pages are still be
 page is read first (OCR of a scan needs the language, which the translator detects on its first call). The
 text is removed from every page while the first group is translated. Progress counts the document's texts
 across groups: each group goes to the translator with the count of texts before it and the document's total.
-Set :data:`MAX_GROUPS` to 1 for a single translator call per document.
+Set :data:`MAX_GROUPS` to 1 for a single translator call per document. Bookmark titles, if any, go to
+the translator in one more call after the pages' texts.
 
 Messages go through two queues: the worker's requests (translate, progress, done, error) and the
 caller's answers (translations, or None to stop). MuPDF is not thread-safe and its calls hold the GIL: one
@@ -176,7 +177,7 @@ class PdfJob:
             if batches and asked == 0:
                 self._ask(_texts(batches[0]), 0, len(texts))
                 asked = len(_texts(batches[0]))
-            rewriter = document.Rewriter(doc, rtl=target.rtl, report=report)
+            rewriter = document.Rewriter(doc, rtl=target.rtl, report=report, book=reader.book)
             for work in works:  # while the first groups are translated
                 self._check_stopped()
                 rewriter.remove(work)
@@ -196,6 +197,10 @@ class PdfJob:
                     rewriter.write(work, answer[position : position + len(work.blocks)])
                     time.sleep(0)  # let the calling thread take the GIL to feed the engine
                     position += len(work.blocks)
+            bookmarks = document.outline(doc)
+            if bookmarks:  # bookmark titles: one more call, after the pages' texts
+                self._ask([title for _, title in bookmarks], len(texts), len(texts) + len(bookmarks))
+                document.set_outline(doc, bookmarks, self._answer())
             rewriter.finish()
             document.rotate_back(doc, rotations)
             report.segments = len(texts)

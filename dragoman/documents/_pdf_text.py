@@ -18,15 +18,20 @@ the baseline at 0.8 of the size below half the leading). Anything else goes thro
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import unicodedata
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import pymupdf
 from pymupdf import mupdf
 
+from dragoman.documents import _inline
 from dragoman.documents import _pdf_fonts as fonts
 from dragoman.documents._pdf_layout import Block
+
+log = logging.getLogger("dragoman.documents.pdf")
 
 #: Base-14 font names by (CSS family, bold, italic): MuPDF's Nimbus fonts, as the HTML engine uses them.
 BASE_FONTS = {
@@ -48,6 +53,14 @@ BASE_FONTS = {
 ASCENT = 0.8
 #: Precision of the search for the largest size that fits, as a share of the original size.
 PRECISION = 0.02
+#: The smallest size a translation is written at, in points, and as a share of the original size: the
+#: larger of the two (:func:`legible_scale`).
+MIN_LEGIBLE = 6.0
+MIN_SHARE = 0.7
+#: The width of a space (in units of the font size) for a font without a space glyph.
+SPACE = 0.25
+#: A height no layout reaches.
+UNBOUNDED = 1e6
 #: The language ``TextWriter.append`` gives text written without one.
 _NO_LANGUAGE = mupdf.fz_text_language_from_string(None)
 
@@ -60,13 +73,31 @@ class Metrics:
     widths: dict[str, float] = field(default_factory=dict)
     #: A monospaced font: ``TextWriter.write_text`` repairs its widths on the page (it must know of it).
     mono: bool = False
+    #: A font taken from the document (often a subset): a glyph must also have an outline to count.
+    embedded: bool = False
+    missing: set[str] = field(default_factory=set)
+    #: Whether the font has a space glyph (subsets made by TeX often do not: words are then shown one by
+    #: one, spaced by :data:`SPACE`).
+    has_space: bool = True
 
     def covers(self, text: str) -> bool:
         """True when the font has every character and none needs shaping (combining marks)."""
         for char in set(text):
             if char in self.widths or char == "\n":
                 continue
-            if unicodedata.combining(char) or not self.font.has_glyph(ord(char)):
+            if char == " " and not self.font.has_glyph(32):
+                self.has_space = False
+                self.widths[char] = SPACE
+                continue
+            if char in self.missing or unicodedata.combining(char) or not self.font.has_glyph(ord(char)):
+                self.missing.add(char)
+                return False
+            if (
+                self.embedded
+                and not char.isspace()
+                and pymupdf.Rect(self.font.glyph_bbox(ord(char))).is_empty
+            ):
+                self.missing.add(char)  # a subset keeps the slot of a glyph it dropped, with no outline
                 return False
             self.widths[char] = float(self.font.glyph_advance(ord(char)))
         return True
@@ -87,92 +118,311 @@ def metrics_for(style: fonts.TextStyle) -> Metrics:
     return metrics(BASE_FONTS.get((style.family, style.bold, style.italic), "helv"))
 
 
-def writable(block: Block, translation: str, *, rtl: bool) -> bool:
-    """True when this module can write the translation (upright, left to right, base-font characters)."""
+#: Font files MuPDF can load from a PDF and write again.
+_LOADABLE = ("pfa", "pfb", "ttf", "otf", "cff", "cid")
+
+
+class FontBook:
+    """The document's own fonts, by name (subset prefix removed), loaded from the PDF on first use: a
+    translation is written in the font its text was in wherever that font has the glyphs it needs."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, tuple[pymupdf.Document, int]] = {}
+        self.loaded: dict[str, Metrics | None] = {}
+
+    def note(self, page: pymupdf.Page) -> None:
+        """Remember where the fonts of ``page`` are (before its text is removed)."""
+        for xref, ext, kind, basefont, *_ in page.get_fonts():
+            if ext in _LOADABLE and kind != "Type3":
+                self.sources.setdefault(fonts.base_name(basefont), (page.parent, xref))
+
+    def get(self, name: str) -> Metrics | None:
+        if name in self.loaded:
+            return self.loaded[name]
+        found: Metrics | None = None
+        source = self.sources.get(name)
+        if source is not None:
+            try:
+                buffer = source[0].extract_font(source[1])[3]
+                font = pymupdf.Font(fontbuffer=buffer) if buffer else None
+                if font is not None and font.is_writable:
+                    found = Metrics(font, mono=font.flags["mono"] == 1, embedded=True)
+            except (RuntimeError, ValueError) as exc:  # a font MuPDF cannot load: the fallback is used
+                log.debug("font %s of the document not reusable: %s", name, exc)
+        self.loaded[name] = found
+        return found
+
+
+#: A translation in runs of one look each.
+Runs = list[tuple[str, fonts.TextStyle]]
+
+
+def runs_of(block: Block, translation: str) -> Runs:
+    """A block's translation in runs: the placeholders read back (``<n>bold</n>`` in the look of the
+    original run, ``<n/>`` the code it stood for, as it was; code the translation lost is put back at
+    the end)."""
+    if not block.tags:
+        return [(translation, block.style)]
+    size = block.style.size
+    nodes, missing = _inline.parse(translation, {n: not tag.single for n, tag in block.tags.items()})
+    out: Runs = []
+
+    def walk(children: list[_inline.Node], style: fonts.TextStyle) -> None:
+        for node in children:
+            if isinstance(node, str):
+                out.append((node, style))
+                continue
+            tag = block.tags[node.id]
+            look = replace(tag.style, size=size)
+            if tag.single:
+                out.append((tag.text, look))
+            else:
+                walk(node.children, look)
+
+    walk(nodes, block.style)
+    for number in missing:
+        tag = block.tags[number]
+        if tag.single:
+            out += [(" ", block.style), (tag.text, replace(tag.style, size=size))]
+    return [(text, style) for text, style in out if text]
+
+
+def plain_text(block: Block, translation: str) -> str:
+    """The translation as it reads on the page (placeholders replaced)."""
+    return "".join(text for text, _ in runs_of(block, translation))
+
+
+def pick(style: fonts.TextStyle, text: str, book: FontBook | None) -> Metrics | None:
+    """The font to write ``text`` in: the document's own when it has the glyphs, else the base font of the
+    same class (serif, sans, mono; weight and slant); None when neither has them."""
+    if book is not None and style.font:
+        own = book.get(style.font)
+        if own is not None and own.covers(text):
+            return own
+    base = metrics_for(style)
+    return base if base.covers(text) else None
+
+
+def fonts_for(runs: Runs, book: FontBook | None) -> dict[fonts.TextStyle, Metrics] | None:
+    """One font for each look of the runs; None when some look's text is not writable here."""
+    texts: dict[fonts.TextStyle, str] = {}
+    for text, style in runs:
+        texts[style] = texts.get(style, "") + text
+    chosen = {}
+    for style, text in texts.items():
+        font = pick(style, text + " ", book)
+        if font is None:
+            return None
+        chosen[style] = font
+    return chosen
+
+
+def writable(block: Block, translation: str, *, rtl: bool, book: FontBook | None = None) -> bool:
+    """True when this module can write the translation (upright, left to right, characters of the base
+    fonts or of the document's own)."""
     if rtl or block.rotate != 0 or not translation.strip():
         return False
-    return metrics_for(block.style).covers(translation)
+    return fonts_for(runs_of(block, translation), book) is not None
 
 
-#: A text's paragraphs, each a list of (word, width at size 1).
-Measured = list[list[tuple[str, float]]]
+#: A piece of a word: its text, font and colour.
+Piece = tuple[str, Metrics, int]
+#: A word (its pieces) and its width at size 1.
+Word = tuple[list[Piece], float]
 
 
-def measure(font: Metrics, text: str) -> Measured:
-    """The words of ``text`` by paragraph, each with its width (in units of the font size)."""
-    width = font.width
-    return [[(word, width(word)) for word in paragraph.split(" ")] for paragraph in text.split("\n")]
+def measure_runs(runs: Runs, chosen: dict[fonts.TextStyle, Metrics]) -> list[list[Word]]:
+    """The words of the runs by paragraph, each with its width (in units of the font size)."""
+    paragraphs: list[list[list[Piece]]] = [[[]]]
+    for text, style in runs:
+        font = chosen[style]
+        for index, part in enumerate(text.split("\n")):
+            if index:
+                paragraphs.append([[]])
+            for position, word in enumerate(part.split(" ")):
+                if position:
+                    paragraphs[-1].append([])
+                if word:
+                    paragraphs[-1][-1].append((word, font, style.color))
+    return [
+        [(pieces, sum(font.width(text) for text, font, _ in pieces)) for pieces in paragraph]
+        for paragraph in paragraphs
+    ]
 
 
-def wrap(font: Metrics, text: str | Measured, width: float) -> list[str] | None:
-    """Greedy lines of at most ``width`` (in units of the font size); None when a word is wider."""
-    lines: list[str] = []
-    space = font.widths.get(" ") or float(font.font.glyph_advance(32))
-    for paragraph in measure(font, text) if isinstance(text, str) else text:
-        line, used = "", 0.0
-        for word, size in paragraph:
-            if size > width:
-                return None
-            if line and used + space + size <= width:
-                line, used = f"{line} {word}", used + space + size
-            elif line:
-                lines.append(line)
-                line, used = word, size
+def _break(word: Word, width: float) -> list[Word]:
+    """A word wider than a line in parts that fit (character by character; at least one a part)."""
+    parts: list[Word] = []
+    pieces: list[Piece] = []
+    used = 0.0
+    for text, font, colour in word[0]:
+        for char in text:
+            advance = font.widths[char]
+            if pieces and used + advance > width:
+                parts.append((pieces, used))
+                pieces, used = [], 0.0
+            if pieces and pieces[-1][1] is font and pieces[-1][2] == colour:
+                pieces[-1] = (pieces[-1][0] + char, font, colour)
             else:
-                line, used = word, size
+                pieces.append((char, font, colour))
+            used += advance
+    parts.append((pieces, used))
+    return parts
+
+
+def wrap_words(
+    paragraphs: list[list[Word]], width: float, space: float, *, split: bool = False
+) -> list[list[Word]] | None:
+    """Greedy lines of at most ``width`` (in units of the font size); None when a word is wider (unless
+    ``split``: then it is broken where the line ends)."""
+    lines: list[list[Word]] = []
+    for paragraph in paragraphs:
+        line: list[Word] = []
+        used = 0.0
+        for word in paragraph:
+            parts = [word]
+            if word[1] > width:
+                if not split:
+                    return None
+                parts = _break(word, width)
+            for part in parts:
+                if line and used + space + part[1] <= width:
+                    line.append(part)
+                    used += space + part[1]
+                elif line:
+                    lines.append(line)
+                    line, used = [part], part[1]
+                else:
+                    line, used = [part], part[1]
         lines.append(line)
     return lines
 
 
 @dataclass
 class Laid:
-    """A translation laid out: its lines, size and pitch."""
+    """A translation laid out: its lines, size and pitch; each line's pieces with their offsets (in units
+    of the size); whether it runs past its room (at the smallest legible size)."""
 
     lines: list[str]
     size: float
     pitch: float
     scale: float
+    pieces: list[list[tuple[float, str, Metrics, int]]] = field(default_factory=list)
+    widths: list[float] = field(default_factory=list)
+    overflow: bool = False
+    room: pymupdf.Rect | None = None
 
 
-def lay_out(block: Block, translation: str) -> Laid:
-    """The translation wrapped into the block's room at the largest size (up to the original) that fits."""
-    room = block.room if block.room is not None else block.rect
-    font = metrics_for(block.style)
-    if not font.covers(translation + " "):
-        raise ValueError("lay_out() is for text the base font covers; check writable() first")
-    words = measure(font, translation)
+def _positioned(line: list[Word], space: float) -> tuple[str, list[tuple[float, str, Metrics, int]], float]:
+    """A line's text, its pieces at their offsets (pieces of one font and colour joined across spaces),
+    and its width."""
+    pieces: list[tuple[float, str, Metrics, int]] = []
+    x = 0.0
+    words = []
+    for index, (parts, width) in enumerate(line):
+        if index:
+            x += space
+        words.append("".join(text for text, _, _ in parts))
+        offset = x
+        for part_index, (text, font, colour) in enumerate(parts):
+            last = pieces[-1] if pieces else None
+            same = last is not None and last[2] is font and last[3] == colour
+            if same and part_index:  # the next piece of a word, in the same font
+                pieces[-1] = (last[0], last[1] + text, font, colour)  # type: ignore[index]
+            elif same and font.has_space and font.widths.get(" ") == space:  # the next word
+                pieces[-1] = (last[0], last[1] + " " + text, font, colour)  # type: ignore[index]
+            else:
+                pieces.append((offset, text, font, colour))
+            offset += font.width(text)
+        x += width
+    return " ".join(words), pieces, x
 
-    def attempt(scale: float) -> Laid | None:
+
+def legible_scale(size: float, *, painted: bool = False) -> float:
+    """The smallest scale a translation of text of ``size`` points is written at: :data:`MIN_LEGIBLE`
+    points or :data:`MIN_SHARE` of the original, whichever is larger (never larger than the original).
+    Text recognised in an image (``painted``: it cannot spill past the area painted over, and its size is
+    an estimate) may go down to :data:`MIN_LEGIBLE` points."""
+    if size <= 0:
+        return 1.0
+    return min(1.0, MIN_LEGIBLE / size if painted else max(MIN_SHARE, MIN_LEGIBLE / size))
+
+
+def lay_out(
+    block: Block,
+    translation: str,
+    book: FontBook | None = None,
+    *,
+    spill: Callable[[], pymupdf.Rect] | None = None,
+) -> Laid:
+    """The translation wrapped into the block's room at the largest size (up to the original) that fits,
+    never below the legible size (:func:`legible_scale`): when it does not fit there it reflows into
+    ``spill`` (the room grown downwards), words too long for a line broken; what still does not fit runs
+    past the room (``overflow``)."""
+    runs = runs_of(block, translation)
+    chosen = fonts_for(runs, book)
+    if chosen is None:
+        raise ValueError("lay_out() is for text the base or own fonts cover; check writable() first")
+    first = chosen.get(block.style) or next(iter(chosen.values()))
+    space = first.widths.get(" ") or float(first.font.glyph_advance(32))
+    words = measure_runs(runs, chosen)
+    floor = legible_scale(block.style.size, painted=block.paint_over)
+
+    def attempt(scale: float, room: pymupdf.Rect, split: bool = False) -> Laid | None:
         size = block.style.size * scale
-        lines = wrap(font, words, room.width / size)
+        lines = wrap_words(words, room.width / size, space, split=split)
         if lines is None or len(lines) * block.line_height * size > room.height + 0.01:
             return None
-        return Laid(lines, size, block.line_height * size, scale)
+        laid = Laid([], size, block.line_height * size, scale, room=room)
+        for line in lines:
+            text, pieces, width = _positioned(line, space)
+            laid.lines.append(text)
+            laid.pieces.append(pieces)
+            laid.widths.append(width)
+        return laid
 
-    best = attempt(1.0)
+    def search(room: pymupdf.Rect) -> Laid | None:
+        best = attempt(1.0, room)
+        if best is not None:
+            return best
+        longest = max((width for paragraph in words for _, width in paragraph), default=0.0)
+        area = sum(width + space for paragraph in words for _, width in paragraph)
+        area *= block.style.size * block.line_height * block.style.size
+        high = min(1.0, room.width / (longest * block.style.size) if longest else 1.0)
+        scale = min(high, math.sqrt(room.width * room.height / area) if area else 1.0)
+        while best is None and scale > floor:
+            best = attempt(scale, room)
+            if best is None:
+                high, scale = scale, scale * 0.9
+        if best is None:
+            best = attempt(floor, room)
+            if best is None:
+                return None
+        low = best.scale
+        while high - low > PRECISION:
+            middle = (low + high) / 2
+            found = attempt(middle, room)
+            if found is None:
+                high = middle
+            else:
+                best, low = found, middle
+        return best
+
+    own = block.room if block.room is not None else block.rect
+    best = search(own)
     if best is not None:
         return best
-    longest = max(font.width(word) for word in translation.split()) * block.style.size
-    area = (
-        font.width(translation.replace("\n", " ")) * block.style.size * block.line_height * block.style.size
-    )
-    high = min(1.0, room.width / longest if longest else 1.0)  # the longest word must fit on a line
-    scale = min(high, math.sqrt(room.width * room.height / area) if area else 1.0)
-    while best is None and scale > 0.01:
-        best = attempt(scale)
-        if best is None:
-            high, scale = scale, scale * 0.9
-    if best is None:  # a box of next to no height: the lines as they are, at the smallest size
-        size = block.style.size * 0.01
-        return Laid(translation.split("\n"), size, block.line_height * size, 0.01)
-    low = best.scale
-    while high - low > PRECISION:
-        middle = (low + high) / 2
-        found = attempt(middle)
-        if found is None:
-            high = middle
-        else:
-            best, low = found, middle
+    wider = spill() if spill is not None else own  # (found only when needed: it looks at the whole page)
+    if wider != own:
+        best = search(wider)
+        if best is not None:
+            return best
+    best = attempt(floor, wider, split=True)
+    if best is not None:
+        return best
+    best = attempt(floor, pymupdf.Rect(wider.x0, wider.y0, wider.x1, wider.y0 + UNBOUNDED), split=True)
+    assert best is not None  # (any height: words are broken to the width)
+    best.overflow = True
     return best
 
 
@@ -187,23 +437,23 @@ class TextWriters:
     def add(self, block: Block, laid: Laid, *, center: bool) -> None:
         """Append a laid-out translation: what ``TextWriter.append`` does for each line (the position
         taken into PDF space, ``fz_show_string``), without measuring the writer's text after each one."""
-        room = block.room if block.room is not None else block.rect
-        font = metrics_for(block.style)
-        writer = self.writers.get(block.style.color)
-        if writer is None:
-            writer = self.writers[block.style.color] = pymupdf.TextWriter(self.rect)
-        if font.mono:
-            writer.used_fonts.add(font.font)
-        a, b, c, d, e, f = writer.ictm  # page space -> PDF space
+        room = laid.room if laid.room is not None else block.room if block.room is not None else block.rect
         size = laid.size
         baseline = room.y0 + (laid.pitch - size) / 2 + ASCENT * size
-        for line in laid.lines:
+        for pieces, width in zip(laid.pieces, laid.widths, strict=True):
             x = room.x0
             if center:
-                x += max(0.0, (room.width - font.width(line) * size) / 2)
-            if line:
+                x += max(0.0, (room.width - width * size) / 2)
+            for offset, line, font, colour in pieces:
+                writer = self.writers.get(colour)
+                if writer is None:
+                    writer = self.writers[colour] = pymupdf.TextWriter(self.rect)
+                if font.mono:
+                    writer.used_fonts.add(font.font)
+                a, b, c, d, e, f = writer.ictm  # page space -> PDF space
+                left = x + offset * size
                 trm = mupdf.fz_make_matrix(
-                    size, 0, 0, size, a * x + c * baseline + e, b * x + d * baseline + f
+                    size, 0, 0, size, a * left + c * baseline + e, b * left + d * baseline + f
                 )
                 mupdf.fz_show_string(writer.this, font.font.this, trm, line, 0, 0, 0, _NO_LANGUAGE)
             baseline += laid.pitch

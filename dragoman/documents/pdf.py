@@ -1,14 +1,24 @@
 """PDF (PyMuPDF): text translated in place, everything else untouched.
 
 Each text block of each page becomes one text to translate (:mod:`dragoman.documents._pdf_layout`: lines
-joined into a paragraph, the style of the first span, the room the translation may grow into). The
-original text is removed with redaction annotations that fill nothing and leave images and vector graphics
-alone (``PDF_REDACT_IMAGE_NONE``, ``PDF_REDACT_LINE_ART_NONE``), and each translation is laid out into its
-block's box, shrunk until it fits, in the colour, size, weight and family of the block's first span, in
-fonts that have the target script's glyphs (:mod:`dragoman.documents._pdf_fonts`, :mod:`._pdf_text`,
-:mod:`._pdf_document`); right-to-left targets are set right-to-left. Redaction drops the link annotations
-it overlaps: the same link objects are put back, so links keep working. Page sizes and rotation stay; text
-at an angle other than a multiple of 90 degrees is left as it is, with a warning.
+joined into a paragraph, the look of most of its characters, the room the translation may grow into). Text
+on one line separated by a wide gap (table cells side by side, a running header's left and right parts, a
+label set flush right) is split into blocks of their own. Monospace text is code: a block all in monospace
+is left as it is, and a monospace run inside a paragraph goes to the translator as a placeholder (``<n/>``)
+and comes back unchanged; a bold, italic or differently coloured run goes as ``<n>...</n>`` and is written
+back in its own look. The original text is removed with redaction annotations that fill nothing and leave
+images and vector graphics alone (``PDF_REDACT_IMAGE_NONE``, ``PDF_REDACT_LINE_ART_NONE``), and each
+translation is laid out into its block's box, in the colour and size of the block, in the document's own
+font wherever that font (often a subset) has the glyphs the translation needs, else in a font of the same
+class (serif, sans, monospace; weight and slant; :func:`dragoman.documents._pdf_fonts.classify` knows the
+Nimbus, Computer/Latin Modern, DejaVu, Liberation, URW, TeX Gyre and usual office fonts by name, the rest by
+their flags), and in fonts that have the target script's glyphs (:mod:`dragoman.documents._pdf_fonts`,
+:mod:`._pdf_text`, :mod:`._pdf_document`). A translation shrinks to fit, but never below a legible size
+(6 pt or 70% of the original, whichever is larger): past that it reflows downwards into the free space
+below its block, and what still does not fit is said in a warning. Right-to-left targets are set
+right-to-left. Redaction drops the link annotations it overlaps: the same link objects are put back, so
+links keep working. Bookmark (outline) titles are translated. Page sizes and rotation stay; text at an
+angle other than a multiple of 90 degrees is left as it is, with a warning.
 
 The texts go to the translator a group of pages at a time, each group laid out on a worker thread while
 the next is translated (:mod:`dragoman.documents._pdf_pipeline`); progress counts the document's texts.

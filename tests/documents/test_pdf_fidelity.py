@@ -1,0 +1,364 @@
+# mypy: disallow-untyped-calls=False
+# (PyMuPDF's functions carry no annotations)
+"""PDF fidelity on real-world files (issue 11, item 2): the document's own fonts kept where they have the
+glyphs (a fallback of the same class otherwise, checked with poppler's ``pdffonts``), monospace code left as
+it is, inline bold and code kept inside a paragraph, table cells and a running header's parts as blocks of
+their own, nothing written below a legible size, no translated text drawn over other text, bookmark titles
+translated.
+
+The real files are pages of manuals Debian packages install (``tests/data/real/pdf/README.md``); the
+translator is a deterministic fake that keeps the numbered placeholders (as the engine does).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+import pytest
+
+from dragoman.documents import _pdf_fonts, _pdf_layout, _pdf_text
+from dragoman.documents.base import DocumentReport
+from dragoman.documents.pdf import PdfHandler
+from dragoman.testing.fakes import FakeTranslator
+
+REAL = Path(__file__).resolve().parent.parent / "data" / "real" / "pdf"
+FILES = sorted(p.name for p in REAL.glob("*.pdf"))
+needs_pdffonts = pytest.mark.skipif(
+    shutil.which("pdffonts") is None, reason="apt-get install poppler-utils (pdffonts)"
+)
+#: A word of the translated text (placeholders ``<1>``, ``</1>``, ``<2/>`` are not words).
+WORD = re.compile(r"(?<![<\w/])([A-Za-z]{4,})")
+
+
+def longer(text: str) -> str:
+    """Words of four letters or more get their last letter doubled: about 15% longer, in the document's
+    own glyphs only."""
+    return WORD.sub(lambda m: m.group(1) + m.group(1)[-1], text)
+
+
+def accented(text: str) -> str:
+    """Accented letters the documents' font subsets lack: the fallback fonts write them."""
+    return WORD.sub(lambda m: m.group(1).replace("o", "ó").replace("n", "ñ").replace("a", "á"), text)
+
+
+def translate(name: str, rewrite: Callable[[str], str], tmp_path: Path) -> tuple[Path, DocumentReport]:
+    output = tmp_path / f"{rewrite.__name__}-{name}"
+    report = PdfHandler().translate(REAL / name, output, FakeTranslator(rewrite, keep_blank=True), None)
+    return output, report
+
+
+def pdffonts(path: Path) -> list[tuple[str, str, bool]]:
+    """``pdffonts``' rows: (name without subset prefix, type, embedded)."""
+    out = subprocess.run(["pdffonts", str(path)], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    header, rule = lines[0], lines[1]
+    columns = [m.start() for m in re.finditer(r"-+", rule)]
+    rows = []
+    for line in lines[2:]:
+        cells = [line[a:b].strip() for a, b in zip(columns, [*columns[1:], len(line)], strict=True)]
+        rows.append((_pdf_fonts.base_name(cells[0]), cells[1], cells[3] == "yes"))
+    assert header.startswith("name")
+    return rows
+
+
+def programs(path: Path) -> dict[bytes, str]:
+    """The font programs embedded in a PDF, with their names."""
+    with pymupdf.open(path) as doc:
+        found = {}
+        for page in doc:
+            for xref, _, _, name, *_ in page.get_fonts():
+                buffer = doc.extract_font(xref)[3]
+                if buffer:
+                    found[buffer] = _pdf_fonts.base_name(name)
+        return found
+
+
+def warned_pages(report: DocumentReport) -> set[int]:
+    """Pages named in the warning about translations that did not fit at the legible size."""
+    pages: set[int] = set()
+    for warning in report.warnings:
+        if "did not fit" in warning:
+            pages |= {int(n) for n in re.findall(r"\d+", warning.split("page(s)")[1])}
+    return pages
+
+
+def glyphs(page: pymupdf.Page) -> list[tuple[pymupdf.Rect, str]]:
+    return [
+        (pymupdf.Rect(char["bbox"]), char["c"])
+        for block in page.get_text("rawdict")["blocks"]
+        for line in block.get("lines", [])
+        for span in line["spans"]
+        for char in span["chars"]
+        if char["c"].strip()
+    ]
+
+
+def overlaps(page: pymupdf.Page) -> int:
+    """Pairs of glyphs drawn over each other (more than half of the smaller one covered): text written
+    over text. Glyphs are bucketed on a grid, so a page costs about linear time."""
+    cells: dict[tuple[int, int], list[pymupdf.Rect]] = {}
+    count = 0
+    for rect, _ in glyphs(page):
+        rect = pymupdf.Rect(rect.x0, rect.y0 + 0.25 * rect.height, rect.x1, rect.y1 - 0.25 * rect.height)
+        if rect.is_empty:
+            continue
+        key = (int(rect.x0 // 20), int(rect.y0 // 20))
+        for dx in (-1, 0, 1):
+            for dy in (-1, 0, 1):
+                for other in cells.get((key[0] + dx, key[1] + dy), []):
+                    common = rect & other
+                    if not common.is_empty and common.get_area() > 0.5 * min(
+                        rect.get_area(), other.get_area()
+                    ):
+                        count += 1
+        cells.setdefault(key, []).append(rect)
+    return count
+
+
+@pytest.mark.parametrize(
+    ("font", "family"),
+    [
+        ("NimbusSanL-Bold", "sans-serif"),
+        ("ABCDEF+NimbusSanL-Regu", "sans-serif"),
+        ("NimbusMonL-Regu", "monospace"),
+        ("NimbusRomNo9L-Regu", "Times"),
+        ("CMTT10", "monospace"),
+        ("CMSLTT10", "monospace"),
+        ("CMSS10", "sans-serif"),
+        ("CMR10", "Times"),
+        ("CMBX12", "Times"),
+        ("URWPalladioL-Roma", "Times"),
+        ("DejaVuSans", "sans-serif"),
+        ("DejaVuSansMono-Bold", "monospace"),
+        ("DejaVuSerif", "Times"),
+        ("LiberationSans-Bold", "sans-serif"),
+        ("LiberationMono", "monospace"),
+        ("LiberationSerif-Italic", "Times"),
+        ("TeXGyreHeros-Regular", "sans-serif"),
+        ("TeXGyreTermes-Bold", "Times"),
+        ("TeXGyreCursor-Regular", "monospace"),
+        ("ArialMT", "sans-serif"),
+        ("TimesNewRomanPSMT", "Times"),
+        ("Palatino-Roman", "Times"),
+        ("Computer Modern Typewriter", "monospace"),
+    ],
+)
+def test_fonts_are_classed_by_a_broad_table_of_names(font: str, family: str) -> None:
+    assert _pdf_fonts.classify(font) == family
+
+
+def test_fonts_the_table_does_not_know_are_classed_by_their_flags() -> None:
+    assert _pdf_fonts.classify("F12", _pdf_fonts.FLAG_MONO) == "monospace"
+    assert _pdf_fonts.classify("F13", _pdf_fonts.FLAG_SERIF) == "Times"
+    assert _pdf_fonts.classify("F14", 0) == "sans-serif"
+    style = _pdf_fonts.style_of({"font": "XYZABC+CMBX12", "flags": 0, "size": 12.0})
+    assert style.bold and style.family == "Times" and style.font == "CMBX12"
+
+
+@needs_pdffonts
+@pytest.mark.parametrize("name", FILES)
+def test_the_documents_own_fonts_are_kept_where_they_have_the_glyphs(name: str, tmp_path: Path) -> None:
+    output, _ = translate(name, longer, tmp_path)
+    source = programs(REAL / name)
+    written = programs(output)
+    assert written, "no fonts in the output"
+    # every font of the output is one of the document's own font programs: no Times/Courier stand-in
+    assert set(written) <= set(source), sorted(set(written.values()) - set(source.values()))
+    assert all(embedded for *_, embedded in pdffonts(output))
+    base14 = ("Times", "Helvetica", "Courier")
+    assert not [n for n, *_ in pdffonts(output) if n.startswith(base14)]
+
+
+@needs_pdffonts
+@pytest.mark.parametrize("name", FILES)
+def test_fallback_fonts_are_of_the_class_of_the_source(name: str, tmp_path: Path) -> None:
+    output, _ = translate(name, accented, tmp_path)
+    source = programs(REAL / name)
+    source_classes = {_pdf_fonts.classify(n) for n, *_ in pdffonts(REAL / name)}
+    fallbacks = [
+        (n, kind) for n, kind, _ in pdffonts(output) if n.startswith(("Times", "Helvetica", "Courier"))
+    ]
+    assert fallbacks, "the accented letters should need fallback fonts"
+    assert {_pdf_fonts.classify(n) for n, _ in fallbacks} <= source_classes
+    assert all(embedded for *_, embedded in pdffonts(output))
+    # the document's own fonts stay where the text needs no new glyph
+    assert set(programs(output)) & set(source)
+
+
+@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("rewrite", [longer, accented])
+def test_nothing_is_written_below_a_legible_size_nor_over_other_text(
+    name: str, rewrite: Callable[[str], str], tmp_path: Path
+) -> None:
+    output, report = translate(name, rewrite, tmp_path)
+    warned = warned_pages(report)
+    with pymupdf.open(REAL / name) as before, pymupdf.open(output) as after:
+        smallest = min(
+            s["size"]
+            for page in before
+            for b in page.get_text("dict")["blocks"]
+            for line in b.get("lines", [])
+            for s in line["spans"]
+            if s["text"].strip()
+        )
+        for old, new in zip(before, after, strict=True):
+            sizes = [
+                s["size"]
+                for b in new.get_text("dict")["blocks"]
+                for line in b.get("lines", [])
+                for s in line["spans"]
+                if s["text"].strip()
+            ]
+            assert sizes and min(sizes) >= min(6.0, smallest) - 0.01, (new.number, min(sizes))
+            if new.number + 1 not in warned:  # (what did not fit is said, and may run over)
+                assert overlaps(new) <= overlaps(old), new.number
+    if rewrite is accented:  # as long as the source: everything fits
+        assert not warned, report.warnings
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_monospace_code_is_left_as_it_is(name: str, tmp_path: Path) -> None:
+    output, _ = translate(name, accented, tmp_path)
+    with pymupdf.open(REAL / name) as before, pymupdf.open(output) as after:
+        code = 0
+        for old, new in zip(before, after, strict=True):
+            text = " ".join(new.get_text().split())
+            for block in old.get_text("dict")["blocks"]:
+                for line in block.get("lines", []):
+                    for span in line["spans"]:
+                        words = " ".join(span["text"].split())
+                        if _pdf_fonts.style_of(span).code and len(words) > 3 and WORD.search(words):
+                            code += 1
+                            assert words in text, (new.number, words)
+        assert code > 3
+
+
+@pytest.mark.parametrize("name", [n for n in FILES if pymupdf.open(REAL / n).get_toc()])
+def test_bookmark_titles_are_translated(name: str, tmp_path: Path) -> None:
+    output, _ = translate(name, accented, tmp_path)
+    with pymupdf.open(REAL / name) as before, pymupdf.open(output) as after:
+        old, new = before.get_toc(), after.get_toc()
+        assert len(old) > 1
+        assert new == [[level, accented(title), page] for level, title, page in old]
+        assert any(title != accented(title) for _, title, _ in old)
+
+
+def test_table_cells_and_a_running_headers_parts_are_blocks_of_their_own(tmp_path: Path) -> None:
+    """Cells side by side used to be one block (written over the left cell, the right one left empty),
+    and a running header's left and right parts one line."""
+    source = tmp_path / "table.pdf"
+    with pymupdf.open() as doc:
+        page = doc.new_page()
+        page.insert_text((72, 40), "Annual report", fontsize=9, fontname="tiro")
+        page.insert_text((470, 40), "Chapter two", fontsize=9, fontname="tiro")
+        rows = [
+            ("Colour", "The colour of the house"),
+            ("Size", "How big the garden is"),
+            ("Owner", "The person who bought"),
+        ]
+        for index, (left, right) in enumerate(rows):
+            page.insert_text((72, 100 + 14 * index), left, fontsize=11, fontname="helv")
+            page.insert_text((150, 100 + 14 * index), right, fontsize=11, fontname="helv")
+        page.insert_text((150, 142), "the car", fontsize=11, fontname="helv")  # a cell's second line
+        doc.save(source)
+    output = tmp_path / "out.pdf"
+    translator = FakeTranslator(str.upper, keep_blank=True)
+    report = PdfHandler().translate(source, output, translator, None)
+    texts = [box.text for box in report.boxes]
+    assert texts == [
+        "Annual report",
+        "Chapter two",
+        "Colour",
+        "Size",
+        "Owner",
+        "The colour of the house",
+        "How big the garden is",
+        "The person who bought the car",
+    ]
+    with pymupdf.open(output) as doc:
+        words = {w[4]: pymupdf.Rect(w[:4]) for w in doc[0].get_text("words")}
+        assert words["CHAPTER"].x0 > 400 and words["ANNUAL"].x0 < 100  # each part where it was
+        assert words["HOUSE"].x0 > 150 and words["OWNER"].x0 < 100 and words["OWNER"].x1 < 150
+        assert overlaps(doc[0]) == 0
+
+
+def test_columns_split_only_at_wide_or_aligned_gaps() -> None:
+    def line(parts: list[tuple[float, str]], y: float) -> dict[str, Any]:
+        spans = [
+            {
+                "text": t,
+                "size": 10.0,
+                "flags": 0,
+                "font": "Helvetica",
+                "color": 0,
+                "bbox": (x, y - 8, x + 5 * len(t), y + 2),
+                "origin": (x, y),
+            }
+            for x, t in parts
+        ]
+        box = (parts[0][0], y - 8, parts[-1][0] + 5 * len(parts[-1][1]), y + 2)
+        return {"spans": spans, "dir": (1.0, 0.0), "bbox": box}
+
+    prose = [line([(72, "The house is red."), (162, "The garden")], 100), line([(72, "is big.")], 112)]
+    assert len(_pdf_layout.columns(prose)) == 1  # a sentence gap (about 0.5 em) is no column
+    header = [line([(72, "Annual report"), (470, "Chapter two")], 40)]
+    assert [[s["text"] for ln in block for s in ln["spans"]] for block in _pdf_layout.columns(header)] == [
+        ["Annual report"],
+        ["Chapter two"],
+    ]
+
+
+def test_inline_bold_and_code_stay_inside_a_paragraph(tmp_path: Path) -> None:
+    """A bold word and a monospace command inside a sentence used to be flattened into the paragraph's
+    font; now the bold word is translated in bold, the command is kept in monospace, unchanged."""
+    source = tmp_path / "inline.pdf"
+    with pymupdf.open() as doc:
+        page = doc.new_page()
+        page.insert_htmlbox(
+            pymupdf.Rect(72, 72, 500, 200),
+            "<p>Always <b>check</b> the house, then run <code>make install</code> in the garden.</p>",
+            css="* {font-family: serif; font-size: 12px}",
+        )
+        doc.save(source)
+    output = tmp_path / "out.pdf"
+    translator = FakeTranslator(str.upper, keep_blank=True)
+    PdfHandler().translate(source, output, translator, None)
+    sent = translator.calls[0][0]
+    assert re.fullmatch(r"Always <(\d+)>check</\1> the house, then run <(\d+)/> in the garden\.", sent), sent
+    with pymupdf.open(output) as doc:
+        spans = [
+            s for b in doc[0].get_text("dict")["blocks"] for line in b.get("lines", []) for s in line["spans"]
+        ]
+    by_text = {s["text"].strip(): s for s in spans if s["text"].strip()}
+    bold = next(s for t, s in by_text.items() if "CHECK" in t)
+    assert _pdf_fonts.style_of(bold).bold and "ALWAYS" not in bold["text"]
+    code = next(s for t, s in by_text.items() if "make install" in t)
+    assert _pdf_fonts.style_of(code).code and code["text"].strip() == "make install"
+    plain = next(s for t, s in by_text.items() if "THE HOUSE" in t)
+    assert not _pdf_fonts.style_of(plain).bold and not _pdf_fonts.style_of(plain).code
+
+
+def test_runs_put_back_code_the_translation_lost() -> None:
+    style = _pdf_fonts.TextStyle(size=10, family="Times")
+    code = _pdf_fonts.TextStyle(size=9, family="monospace")
+    block = _pdf_layout.Block(
+        0,
+        pymupdf.Rect(0, 0, 200, 40),
+        "Run <1/> now",
+        style,
+        tags={1: _pdf_layout.Inline(True, "ls -l", code)},
+    )
+    assert _pdf_text.plain_text(block, "Ejecute <1/> ahora") == "Ejecute ls -l ahora"
+    assert _pdf_text.plain_text(block, "Ejecute ahora") == "Ejecute ahora ls -l"
+    runs = _pdf_text.runs_of(block, "Ejecute <1/> ahora")
+    assert [(t, s.family, s.size) for t, s in runs] == [
+        ("Ejecute ", "Times", 10),
+        ("ls -l", "monospace", 10),
+        (" ahora", "Times", 10),
+    ]
