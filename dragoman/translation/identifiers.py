@@ -24,14 +24,15 @@ from collections.abc import Callable
 _MAKE_TARGETS = r"(?:install|uninstall|distclean|check)"
 #: Programs whose names are not English words; one option, path, redirection or subcommand after the
 #: name makes a command line of it.
-_PROGRAMS = (
-    r"(?:apt-get|apt-cache|aptitude|apt|dpkg(?:-query|-reconfigure)?|dnf|yum|zypper|pacman|brew|snap|"
-    r"flatpak|pip3?|pipx|npm|npx|yarn|pnpm|cargo|rustup|gem|bundle|composer|conda|git|svn|hg|docker|"
-    r"podman|kubectl|helm|systemctl|journalctl|cmake|ninja|meson|gcc|g\+\+|clang|javac|mvn|gradle|"
-    r"python3?|node|deno|ls|cd|cp|mv|rm|mkdir|rmdir|chmod|chown|chgrp|grep|egrep|sed|awk|tar|gzip|gunzip|"
-    r"unzip|curl|wget|ssh|scp|rsync|sudo|ln|df|du|ps|umount|useradd|usermod|update-alternatives|"
-    r"ifconfig|iptables|msgfmt|xgettext|msgmerge|dragoman)"
+PROGRAMS = frozenset(
+    """apt-get apt-cache aptitude apt dpkg dpkg-query dpkg-reconfigure dnf yum zypper pacman brew snap
+    flatpak pip pip3 pipx npm npx yarn pnpm cargo rustup gem bundle composer conda git svn hg docker podman
+    kubectl helm systemctl journalctl cmake ninja meson gcc g++ clang javac mvn gradle python python3 node
+    deno ls cd cp mv rm mkdir rmdir chmod chown chgrp grep egrep sed awk tar gzip gunzip unzip curl wget ssh
+    scp rsync sudo ln df du ps umount useradd usermod update-alternatives ifconfig iptables msgfmt xgettext
+    msgmerge dragoman""".split()
 )
+_PROGRAMS = "(?:" + "|".join(re.escape(p) for p in sorted(PROGRAMS, key=len, reverse=True)) + ")"
 _SUBCOMMANDS = (
     r"(?:install|uninstall|remove|purge|update|upgrade|clone|commit|push|pull|fetch|checkout|status|init|"
     r"build|run|start|stop|restart|enable|disable|reload|exec|list|search|show|config|add|test|publish)"
@@ -53,7 +54,7 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         # 3 long options: --get-selections, --output=file.txt
         r"(?<![\w-])--[A-Za-z0-9][\w-]*(?:=[^\s,;)\]]*[^\s,;)\].])?",
         # 4 short options: -x, -rf, -xvf (lower case, after a space or an opener; "-I know" stays text)
-        r"(?<=[\s(\[\"'`])-[a-z][a-z0-9]{0,3}(?![\w\-'’])",
+        r"-(?<=[\s(\[\"'`]-)[a-z][a-z0-9]{0,3}(?![\w\-'’])",
         # 5 Unix paths: /usr/share/doc/, ~/.bashrc, ../x, /etc/ (two parts, or a trailing slash)
         r"(?<![\w/.~:@\\-])(?:(?:~|\.\.?)(?:/\.{0,2}[\w+@%-]+(?:\.[\w+@%-]+)*)+/?"
         r"|(?:/\.{0,2}[\w+@%-]+(?:\.[\w+@%-]+)*){2,}/?|/\.{0,2}[\w+@%-]+(?:\.[\w+@%-]+)*/)",
@@ -74,20 +75,49 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         rf"|{_PROGRAMS}(?:[ \t]+(?:{_ARGUMENT}|{_SUBCOMMANDS}(?![\w-])))+)",
     )
 )
-#: For each pattern, the substrings one of which a text must hold for the pattern to run at all.
-_TRIGGERS: tuple[tuple[str, ...], ...] = (
-    ("_",),
-    ("__",),
-    ("::",),
-    ("--",),
-    ("-",),
-    ("/",),
-    ("/",),
-    ("\\",),
-    (".",),
-    ("(",),
-    ("",),  # any text with an inner capital: checked in identifier_spans
-    (" ",),  # a command and its argument: the pattern's own prefix check is cheap
+#: Words that may start a command line (pattern 11), for a cheap check before the pattern runs.
+_COMMAND_WORDS = PROGRAMS | {"make"}
+_OPENER_CHARS = "(\"'`[«“‘"
+_OPENERS = frozenset(_OPENER_CHARS)
+_HAS_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
+
+
+def _command_possible(text: str) -> bool:
+    """Whether a word of ``text`` (after an opening bracket or quote) names a program or is ``make``."""
+    words = text.split()
+    if not _COMMAND_WORDS.isdisjoint(words):
+        return True
+    return not _OPENERS.isdisjoint(text) and not _COMMAND_WORDS.isdisjoint(
+        w.lstrip(_OPENER_CHARS) for w in words
+    )
+
+
+def _call_possible(text: str) -> bool:
+    """Whether some ``(`` follows a letter, digit or underscore (a call's name)."""
+    i = text.find("(", 1)
+    while i != -1:
+        before = text[i - 1]
+        if before.isalnum() or before == "_":
+            return True
+        i = text.find("(", i + 1)
+    return False
+
+
+#: For each pattern, a cheap test a text must pass for the pattern to run at all: most sentences hold
+#: no code, so most patterns are skipped without running (protection is a hot path).
+_PRECHECKS: tuple[Callable[[str], bool], ...] = (
+    lambda t: "_" in t,
+    lambda t: "__" in t,
+    lambda t: "::" in t,
+    lambda t: "--" in t,
+    lambda t: "-" in t,
+    lambda t: "/" in t,
+    lambda t: "/" in t,
+    lambda t: "\\" in t,
+    lambda t: t.count(".") >= 2,
+    _call_possible,
+    lambda t: not (t.islower() or t.isupper()) and _HAS_INNER_CAPITAL.search(t) is not None,
+    _command_possible,
 )
 _CAMEL = 10
 _DOTTED = 8
@@ -97,7 +127,6 @@ _COMMAND = 11
 _NOT_ARGUMENTS = frozenset(
     {"s", "es", "ies", "e", "n", "en", "in", "innen", "r", "er", "d", "ed", "ing", "u"}
 )
-_HAS_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 
 
 def _dotted_ok(text: str) -> bool:
@@ -120,11 +149,8 @@ def identifier_spans(text: str) -> list[tuple[int, int]]:
     """The spans of ``text`` that are code (see the module's docstring), possibly overlapping, in no
     particular order: the caller keeps the leftmost-longest of overlapping spans."""
     found: list[tuple[int, int]] = []
-    for index, (pattern, triggers) in enumerate(zip(_PATTERNS, _TRIGGERS, strict=True)):
-        if index == _CAMEL:
-            if text.islower() or text.isupper() or not _HAS_INNER_CAPITAL.search(text):
-                continue
-        elif not any(t in text for t in triggers):
+    for index, (pattern, possible) in enumerate(zip(_PATTERNS, _PRECHECKS, strict=True)):
+        if not possible(text):
             continue
         check = _CHECKS.get(index)
         found.extend(

@@ -46,6 +46,7 @@ def spans(pieces: Pieces) -> list[str]:
         # command lines
         ("Type sudo apt-get install -y to go on.", ["sudo apt-get install -y"]),
         ("Use git clone https://x.org/r.git here.", ["git clone", "https://x.org/r.git"]),
+        ("See (make install) and “make install” and 'dpkg -l'.", ["make install", "make install", "dpkg -l"]),
     ],
 )  # fmt: skip
 def test_code_is_protected(sentence: str, expected: list[str]) -> None:
