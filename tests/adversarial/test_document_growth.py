@@ -35,6 +35,7 @@ from dragoman.documents.base import FormatHandler
 from dragoman.documents.docx import DocxHandler
 from dragoman.documents.html import HtmlHandler
 from dragoman.documents.markdown import MarkdownHandler
+from dragoman.documents.plaintext import PlainTextHandler
 from dragoman.documents.strings import JsonHandler, PoHandler, XliffHandler
 from dragoman.documents.subtitles import SrtHandler, WebVttHandler
 from dragoman.testing.fakes import FakeTranslator
@@ -384,6 +385,18 @@ FORMATS: dict[str, tuple[FormatHandler, str, dict[str, Callable[[int], str]]]] =
             "cues without blank lines": lambda n: (
                 "WEBVTT\n\n" + "00:00:01.000 --> 00:00:02.000\n<i>and so on</i>\n" * (n // 47)
             ),
+        },
+    ),
+    "txt": (
+        PlainTextHandler(),
+        ".txt",
+        {
+            "wrapped paragraph": _lines("and so the words of a wrapped paragraph go on and on here\n"),
+            "wrapped list items": _lines("- and so the words of an item go on and on and on\n  and on\n"),
+            "pipes": _lines("|" * 70 + "\n"),
+            "spaced lines": _lines("a" + " " * 60 + "b\n"),
+            "one long line": repeat("word "),
+            "many short lines": _lines("a b\n"),
         },
     ),
     "html": (
