@@ -15,7 +15,9 @@ drawings, fields, footnote references).
   placeholder protection keeps numbered tags (``</?\\d{1,3}/?>``) through translation, and Apertium keeps
   them in place as superblanks. Numbers start above any numbered tag the text itself contains;
 - chunks of whitespace only in another formatting are written as plain text and emptied (their
-  formatting, e.g. an underlined space, is the one thing given up).
+  formatting, e.g. an underlined space, is the one thing given up);
+- a stretch between barriers with no letter (``, `` between two mail-merge fields, ``1.`` before a tab)
+  is left out: it keeps its text, and translated words cannot migrate into it.
 
 :func:`decode` splits the translation back. The barriers cut it into *regions*, one per stretch of text
 between barriers. Inside a region, each tagged span goes to its chunk and plain text to the region's
@@ -137,7 +139,12 @@ def _chunks(pieces: Sequence[Piece]) -> list[list[tuple[Hashable, list[int]]]]:
             region[-1][1].append(index)
         else:
             region.append((piece.key, [index]))
-    return regions if regions[0] else []
+    # A stretch between barriers with no letter (the space or comma between two mail-merge fields, a
+    # list number before a tab) is not sent: it keeps its text, and no translated word can move into it.
+    kept = [
+        r for r in regions if r and any(c.isalpha() for _, slots in r for i in slots for c in pieces[i].text)
+    ]
+    return kept
 
 
 def _join(texts: Sequence[str]) -> str:

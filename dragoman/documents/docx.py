@@ -31,7 +31,7 @@ import itertools
 import logging
 import re
 import zipfile
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -105,6 +105,8 @@ _PARAGRAPH_BARRIERS = frozenset({f"{{{M_NS}}}oMath", f"{{{M_NS}}}oMathPara", f"{
 _RUN_SKIPPED = frozenset(
     w(t) for t in ("rPr", "lastRenderedPageBreak", "softHyphen", "delText", "delInstrText")
 )
+#: Run children that end a line inside a paragraph (an address block, a signature, a poem).
+_LINE_BREAKS = frozenset({w("br"), w("cr")})
 #: Run properties that do not show: left out of the formatting key.
 _KEY_IGNORED = frozenset(w(t) for t in ("lang", "noProof", "rPrChange", "specVanish"))
 _PPR_AFTER_BIDI = frozenset(
@@ -275,13 +277,15 @@ class _Walker:
         self.fields: list[_Field] = []
         self.pieces: list[Piece] = []
         self.handles: list[etree._Element | None] = []
+        #: Indices in ``pieces`` of the barriers that are line breaks (``w:br``, ``w:cr``).
+        self.breaks: list[int] = []
         self.containers = itertools.count(1)
         #: Style ids that mark code (see :func:`_code_styles`); text in them is kept, in its place.
         self.code_styles = code_styles
         self.code_paragraph = False
 
     def paragraph(self, p: etree._Element) -> tuple[list[Piece], list[etree._Element | None]]:
-        self.pieces, self.handles = [], []
+        self.pieces, self.handles, self.breaks = [], [], []
         self.code_paragraph = _style_of(p.find(W_PPR), "pStyle") in self.code_styles
         self._walk(p, ())
         return self.pieces, self.handles
@@ -344,6 +348,8 @@ class _Walker:
                     self.fields.pop()
             elif tag == w("instrText") and self.fields:
                 self.fields[-1].instr += child.text or ""
+            elif tag in _LINE_BREAKS:
+                self.breaks.append(len(self.pieces))
             self._barrier()
 
 
@@ -382,6 +388,25 @@ class _Part:
     kind: str
     root: etree._Element
     paragraphs: list[Paragraph] = field(default_factory=list)
+
+
+def _lines(
+    pieces: list[Piece], handles: list[etree._Element | None], breaks: Sequence[int]
+) -> Iterator[tuple[list[Piece], list[etree._Element | None]]]:
+    """A paragraph cut at its line breaks into texts translated apart, so that no word moves from one
+    line to another (the lines of an address block, a signature, a table heading). A break followed by a
+    lowercase letter continues a sentence broken by hand, and is kept inside one text."""
+    following = [""] * (len(pieces) + 1)  # the first letter of text after each piece, in one pass
+    for i in range(len(pieces) - 1, -1, -1):
+        text = pieces[i].text.lstrip()
+        following[i] = text[:1] if text else following[i + 1]
+    start = 0
+    for index in breaks:
+        if following[index + 1].islower():
+            continue
+        yield pieces[start : index + 1], handles[start : index + 1]
+        start = index + 1
+    yield pieces[start:], handles[start:]
 
 
 def _count(parts: Sequence[_Part]) -> dict[str, int]:
@@ -446,9 +471,10 @@ class DocxHandler:
                 walker = _Walker(code_styles)  # fields may span paragraphs, never parts
                 for p in part.root.iter(W_P):
                     pieces, handles = walker.paragraph(p)
-                    encoded = encode(pieces)
-                    if encoded.translatable:
-                        part.paragraphs.append(Paragraph(encoded, _Writer(p, handles, script)))
+                    for line_pieces, line_handles in _lines(pieces, handles, walker.breaks):
+                        encoded = encode(line_pieces)
+                        if encoded.translatable:
+                            part.paragraphs.append(Paragraph(encoded, _Writer(p, line_handles, script)))
             counts = _count(parts)
             if progress is not None:
                 progress(0, 1, f"translating {sum(len(p.paragraphs) for p in parts)} paragraphs")

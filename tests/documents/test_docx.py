@@ -20,6 +20,7 @@ from docx.oxml.ns import nsdecls
 from docx.shared import RGBColor
 from docx.text.paragraph import Paragraph
 from lxml import etree  # type: ignore[import-untyped]
+from office_support import libreoffice_elements, needs_libreoffice
 from support import needs_apertium
 
 from dragoman.documents import _zipcheck
@@ -255,7 +256,8 @@ def test_inline_formatting_hyperlinks_and_fields(document: Path, tmp_path: Path)
     assert (
         "The <1>big</1> house is <2>red</2><3/>. Write to {name} at https://example.com/a?b=1 today." in sent
     )
-    assert "Name:<1/>The dog<2/>The cat is small." in sent
+    # A line break ends a text: the lines are translated apart, no word moves between them (issue 11).
+    assert "Name:<1/>The dog" in sent and "The cat is small." in sent
     assert "Visit <1>our website</1> for the house." in sent
     assert "Page <1/> of the report." in sent
     d = docx.Document(str(out))
@@ -510,3 +512,73 @@ def test_monospace_runs_and_code_styles_are_kept(tmp_path: Path) -> None:
         ("print hello", "HTML Code", True),
     ]
     assert [r.font.name for r in d.paragraphs[0].runs if r.text == "set the colour blue"] == ["Courier New"]
+
+
+def build_letter(path: Path) -> Path:
+    """A mail-merge letter: an address block of MERGEFIELDs and line breaks, fields inside sentences."""
+    d = docx.Document()
+    p = d.add_paragraph()
+    add_field(p, "MERGEFIELD Title", "«Title»")
+    p.add_run(" ")
+    add_field(p, "MERGEFIELD LastName", "«LastName»")
+    p.add_run().add_break()
+    p.add_run("Old Mill Road ")
+    add_field(p, "MERGEFIELD Number", "«Number»")
+    p.add_run().add_break()
+    add_field(p, "MERGEFIELD City", "«City»")
+    p.add_run(", ")
+    add_field(p, "MERGEFIELD Zip", "«Zip»")
+    p.add_run().add_break()
+    p.add_run("United Kingdom")
+    p = d.add_paragraph("Dear ")
+    add_field(p, "MERGEFIELD FirstName", "«FirstName»")
+    p.add_run(", your order of ")
+    add_field(p, "MERGEFIELD Quantity", "«Quantity»")
+    p.add_run(" red chairs is ready.")
+    p = d.add_paragraph("This sentence was broken")
+    p.add_run().add_break()
+    p.add_run("by hand in the middle.")
+    d.save(str(path))
+    return path
+
+
+def drop_and_move_tags(text: str) -> str:
+    """A translation that loses every numbered tag and puts words in another order: what forces the
+    text onto the paragraph's places by proportion, where words migrated between fields and lines."""
+    words = re.sub(r"</?\d+/?>", " ", text).split()
+    return " ".join(reversed(words)).upper()
+
+
+def test_fields_and_line_breaks_keep_their_text(tmp_path: Path) -> None:
+    source = build_letter(tmp_path / "letter.docx")
+    out = tmp_path / "out.docx"
+    fake = Fake(drop_and_move_tags)
+    DocxHandler().translate(source, out, fake, None)
+    sent = fake.calls[0]
+    # Each line of the address block is its own text; stretches with no letter (" ", ", ") are not sent.
+    assert sent[:2] == ["Old Mill Road ", "United Kingdom"]
+    assert "Dear <1/>, your order of <2/> red chairs is ready." in sent  # a field inside a sentence stays
+    assert "This sentence was broken<1/>by hand in the middle." in sent  # a sentence broken by hand
+    d = docx.Document(str(out))
+    address = d.paragraphs[0]._p
+    lines = "".join(
+        "\n" if e.tag == W + "br" else (e.text or "") for e in address.iter(W + "t", W + "br")
+    ).split("\n")
+    assert lines == ["«Title» «LastName»", "ROAD MILL OLD«Number»", "«City», «Zip»", "KINGDOM UNITED"]
+    assert [t.text for t in address.iter(W + "instrText")] == [
+        f" MERGEFIELD {n} " for n in ("Title", "LastName", "Number", "City", "Zip")
+    ]
+    assert "«FirstName»" in d.paragraphs[1].text and "«Quantity»" in d.paragraphs[1].text
+
+
+@needs_libreoffice
+@pytest.mark.slow
+def test_libreoffice_opens_the_output_with_the_same_elements(document: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.docx"
+    DocxHandler().translate(document, out, Fake(), None)
+    letter = build_letter(tmp_path / "letter.docx")
+    DocxHandler().translate(letter, tmp_path / "letter-out.docx", Fake(drop_and_move_tags), None)
+    for source, output in ((document, out), (letter, tmp_path / "letter-out.docx")):
+        before = libreoffice_elements(source)
+        assert before["p"] > 0
+        assert libreoffice_elements(output) == before

@@ -1,0 +1,55 @@
+"""LibreOffice as the external validator of Office outputs: does the file open, and does LibreOffice see
+the same elements in it as in the source (paragraphs, tables, cells, images, slides)?
+
+Each file is converted headless to HTML (a fresh user profile per call, so parallel runs never share one)
+and the elements of the HTML are counted. Tests that use it skip, saying why, where ``soffice`` is missing
+(``make test`` installs ``libreoffice-writer-nogui`` and ``libreoffice-impress-nogui`` on Debian).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import lxml.html  # type: ignore[import-untyped]
+import pytest
+
+SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")
+needs_libreoffice = pytest.mark.skipif(
+    SOFFICE is None,
+    reason="LibreOffice is missing: sudo apt-get install libreoffice-writer-nogui libreoffice-impress-nogui",
+)
+#: The elements compared between source and output.
+COUNTED = ("p", "h1", "h2", "h3", "table", "tr", "td", "img", "a", "li")
+
+
+def libreoffice_elements(path: Path, convert_to: str = "html") -> Counter[str]:
+    """The elements LibreOffice writes for ``path`` converted to HTML; fails when it cannot open it."""
+    assert SOFFICE is not None
+    with tempfile.TemporaryDirectory(prefix="dragoman-lo-") as work:
+        profile = Path(work) / "profile"
+        done = subprocess.run(
+            [
+                SOFFICE,
+                f"-env:UserInstallation=file://{profile}",
+                "--headless",
+                "--norestore",
+                "--convert-to",
+                convert_to,
+                "--outdir",
+                work,
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        converted = sorted(Path(work).glob(f"{path.stem}.*htm*"))
+        assert done.returncode == 0 and converted, f"LibreOffice cannot open {path.name}: {done.stderr}"
+        root = lxml.html.document_fromstring(converted[0].read_bytes())
+        found = Counter(str(e.tag).lower() for e in root.iter() if isinstance(e.tag, str))
+        return Counter({tag: found[tag] for tag in COUNTED if found[tag]})
