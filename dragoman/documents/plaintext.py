@@ -14,11 +14,12 @@ wrapped again to the paragraph's width. Two neighbouring lines are taken for one
 first is at least :data:`WRAP_FILL` of the paragraph block's width (its longest line, at most
 :data:`WRAP_MAX_WIDTH` characters), the next line's first word would not have fitted on it (so the break was
 the wrapper's, not the author's), the first does not end a sentence, the next does not start a list item
-(``-``, ``*``, ``•``, ``1.``, ``a)``) or with a capital or a digit (lists of names, dates), their
-indentation matches (a list item's continuation lines align under its text), and neither looks like code or
-a table (tabs or runs of spaces inside the text, ``|`` columns, shell prompts, lines ending in ``{``, ``}``,
-``;`` or ``\\``, few letters). The first line's indentation and list marker stay; continuation lines get
-the indentation they had; runs of spaces between words are kept."""
+(``-``, ``*``, ``•``, ``1.``, ``a)``), nor with a capital or a digit after a line that is not prose ending
+in a lower-case word (lists of names, dates), their indentation matches (a list item's continuation lines
+align under its text), and neither looks like code or a table (tabs or runs of spaces inside the text,
+``|`` columns, shell prompts, lines ending in ``{``, ``}``, ``;`` or ``\\``, few letters). The first
+line's indentation and list marker stay; continuation lines get the indentation they had; runs of spaces
+between words are kept."""
 
 from __future__ import annotations
 
@@ -141,8 +142,14 @@ def _wraps_into(line: str, following: str, width: int) -> bool:
         and len(text) + 1 + len(word) > width
         and not text.rstrip(_CLOSING).endswith(_SENTENCE_END)
         and not _ITEM.match(following)
-        and not (word[0].isupper() or word[0].isdigit())  # a name or a date: likely a list, kept as is
+        and (_prose_before_capital(text) or not (word[0].isupper() or word[0].isdigit()))
     )
+
+
+def _prose_before_capital(text: str) -> bool:
+    """Whether a line may go on with a capital or a digit (``included in the`` / ``POSIX P1003.2``): it
+    ends with a lower-case word and holds several (a list of names or dates does not)."""
+    return text[-1].islower() and text.count(" ") >= 5
 
 
 def _block_width(lines: list[str]) -> int | None:

@@ -130,3 +130,5 @@ def test_real_sentences_over_lines_are_sent_whole(tmp_path: Path) -> None:
         "bc is an arbitrary precision numeric processing language.  Syntax is similar to C, but differs "
         "in many substantial areas."
     ) in fake.calls[0][0]
+    # a capital after a line of prose ending in a lower-case word goes on with the sentence
+    assert "bc is a utility included in the POSIX P1003.2/D11 draft standard." in fake.calls[0][0]
