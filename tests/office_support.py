@@ -11,11 +11,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from collections import Counter
 from pathlib import Path
 
 import lxml.html  # type: ignore[import-untyped]
 import pytest
+from lxml import etree
 
 SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")
 needs_libreoffice = pytest.mark.skipif(
@@ -53,3 +55,40 @@ def libreoffice_elements(path: Path, convert_to: str = "html") -> Counter[str]:
         root = lxml.html.document_fromstring(converted[0].read_bytes())
         found = Counter(str(e.tag).lower() for e in root.iter() if isinstance(e.tag, str))
         return Counter({tag: found[tag] for tag in COUNTED if found[tag]})
+
+
+#: The ODF elements compared between source and output (by local name).
+ODF_COUNTED = ("page", "frame", "p", "table-cell", "object", "g", "custom-shape")
+
+
+def libreoffice_odf_elements(path: Path, convert_to: str) -> Counter[str]:
+    """The elements of the OpenDocument file LibreOffice makes of ``path`` (``odp``, ``odt``, ``ods``),
+    counted in its ``content.xml``; fails when LibreOffice cannot open ``path``."""
+    assert SOFFICE is not None
+    with tempfile.TemporaryDirectory(prefix="dragoman-lo-") as work:
+        profile = Path(work) / "profile"
+        done = subprocess.run(
+            [
+                SOFFICE,
+                f"-env:UserInstallation=file://{profile}",
+                "--headless",
+                "--norestore",
+                "--convert-to",
+                convert_to,
+                "--outdir",
+                work,
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=False,
+        )
+        converted = Path(work) / f"{path.stem}.{convert_to}"
+        assert done.returncode == 0 and converted.is_file(), (
+            f"LibreOffice cannot open {path.name}: {done.stderr}"
+        )
+        with zipfile.ZipFile(converted) as odf:
+            root = etree.fromstring(odf.read("content.xml"))
+        found = Counter(etree.QName(e).localname for e in root.iter() if isinstance(e.tag, str))
+        return Counter({tag: found[tag] for tag in ODF_COUNTED if found[tag]})

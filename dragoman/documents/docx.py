@@ -41,7 +41,13 @@ from dragoman.documents import _zipcheck as zc
 from dragoman.documents._ooxml_runs import OoxmlRunWriter
 from dragoman.documents._runs import BARRIER, Paragraph, Piece, encode, translate_paragraphs, xml_safe
 from dragoman.documents.base import DocumentReport, TextTranslator
-from dragoman.documents.pptx import DRAWINGML_KINDS, Target, drawingml_paragraphs
+from dragoman.documents.pptx import (
+    DRAWINGML_KINDS,
+    Target,
+    chart_workbooks,
+    drawingml_paragraphs,
+    translate_workbooks,
+)
 from dragoman.errors import DragomanError
 from dragoman.languages.catalogue import get, resolve
 from dragoman.progress import ProgressCallback
@@ -480,6 +486,11 @@ class DocxHandler:
                 progress(0, 1, f"translating {sum(len(p.paragraphs) for p in parts)} paragraphs")
             stats = translate_paragraphs([p for part in parts for p in part.paragraphs], translate)
             replaced = {part.name: zc.serialize_xml(part.root) for part in parts if part.paragraphs}
+            charts = [part.name for part in parts if part.kind == "charts"]
+            workbooks, chart_warnings = translate_workbooks(
+                archive, chart_workbooks(archive, charts, source.name), translate, source.name
+            )
+            replaced.update(workbooks)
             if stats.segments and styles is not None and script.lang is not None:
                 replaced[styles] = _default_language(archive, styles, source.name, script)
             zc.rewrite_zip(archive, output, replaced, source.name)
@@ -496,6 +507,7 @@ class DocxHandler:
                 "that mark inline formatting; their text is in the paragraph's main formatting. Check them "
                 "in the output, or use another tier"
             )
+        report.warnings.extend(chart_warnings)
         log.debug("docx %s: %s", source.name, counts)
         return report
 

@@ -2,7 +2,8 @@
 
 Like DOCX (:mod:`dragoman.documents.docx`), the package is read as a checked zip container and written back
 entry by entry; only the parts holding text are rewritten. Those are the slides and notes slides, and
-the DrawingML parts they use: charts (titles and labels typed in the chart) and SmartArt (its data and
+the DrawingML parts they use: charts (titles, labels typed in the chart, and the category labels and
+series names the chart shows, from its cached copy of the data) and SmartArt (its data and
 the drawing PowerPoint shows). Slide masters and layouts are left alone (their text is prompt text that
 does not show in a slideshow). In each part every DrawingML paragraph (``a:p``) is translated: shapes and
 placeholders, text boxes, shapes inside groups at any depth, and table cells.
@@ -19,6 +20,9 @@ its formatting key and set to the target language on translated runs; right-to-l
 from __future__ import annotations
 
 import logging
+import posixpath
+import tempfile
+import zipfile
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +31,7 @@ from lxml import etree  # type: ignore[import-untyped]
 
 from dragoman.documents import _zipcheck as zc
 from dragoman.documents._ooxml_runs import OoxmlRunWriter
-from dragoman.documents._runs import BARRIER, Paragraph, Piece, encode, translate_paragraphs
+from dragoman.documents._runs import BARRIER, Paragraph, Piece, encode, translate_paragraphs, xml_safe
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.errors import DragomanError
 from dragoman.languages.catalogue import get, resolve
@@ -37,6 +41,7 @@ log = logging.getLogger("dragoman.documents.pptx")
 
 A_NS = "http://schemas.openxmlformats.org/drawingml/2006/main"
 P_NS = "http://schemas.openxmlformats.org/presentationml/2006/main"
+C_NS = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 _PML = "application/vnd.openxmlformats-officedocument.presentationml."
 MAIN_TYPES = (
     _PML + "presentation.main+xml",
@@ -59,7 +64,15 @@ def a(tag: str) -> str:
     return f"{{{A_NS}}}{tag}"
 
 
+def c(tag: str) -> str:
+    return f"{{{C_NS}}}{tag}"
+
+
 A_P, A_R, A_T, A_RPR, A_PPR = a("p"), a("r"), a("t"), a("rPr"), a("pPr")
+#: Chart elements whose strings show as text: categories (``c:cat``, a scatter's ``c:xVal``) and series
+#: names (``c:tx`` of a ``c:ser``; a title's ``c:tx`` holds ``a:p`` paragraphs, translated as such).
+_CHART_TEXT_HOLDERS = (c("cat"), c("xVal"), c("tx"))
+_CHART_STRING_CACHES = (c("strCache"), c("multiLvlStrCache"), c("strLit"))
 #: Run-property attributes that do not show: left out of the formatting key.
 _KEY_IGNORED = frozenset({"lang", "altLang", "dirty", "err", "smtClean", "smtId", "noProof", "bmk"})
 
@@ -131,14 +144,95 @@ class DrawingWriter(OoxmlRunWriter):
             ppr.set("rtl", "1")
 
 
+class _ChartValueWriter:
+    """Writes the translation of one chart string (a ``c:v``): a category or a series name."""
+
+    def __init__(self, value: etree._Element) -> None:
+        self.value = value
+
+    def set_text(self, slot: int, text: str) -> None:
+        self.value.text = xml_safe(text)
+
+    def rebuild(self, slots: Sequence[int], runs: Sequence[tuple[int, str]]) -> bool:
+        return False
+
+
+def chart_strings(root: etree._Element) -> list[etree._Element]:
+    """The ``c:v`` of a chart's category labels and series names: the copies of its data the chart
+    shows (``c:strCache`` of a ``c:strRef``, ``c:multiLvlStrCache``, ``c:strLit``). Numbers (``c:val``,
+    ``c:numCache``) are not among them."""
+    found: list[etree._Element] = []
+    for holder in root.iter(*_CHART_TEXT_HOLDERS):
+        found.extend(
+            v
+            for cache in holder.iter(*_CHART_STRING_CACHES)
+            for v in cache.iter(c("v"))
+            if v.getparent() is not None and v.getparent().tag == c("pt")
+        )
+    return found
+
+
+_PACKAGE_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/package"
+_RELS_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
+
+
+def chart_workbooks(archive: zipfile.ZipFile, charts: Sequence[str], source_name: str) -> list[str]:
+    """The embedded workbooks (``.xlsx``) that hold the data of the chart parts ``charts``."""
+    found: list[str] = []
+    names = set(archive.namelist())
+    for chart in charts:
+        folder, base = posixpath.split(chart)
+        rels = posixpath.join(folder, "_rels", base + ".rels")
+        if rels not in names:
+            continue
+        root = zc.parse_xml(zc.read_part(archive, rels, source_name), rels, source_name)
+        for rel in root.iter(f"{{{_RELS_NS}}}Relationship"):
+            target = rel.get("Target", "")
+            if rel.get("Type") != _PACKAGE_REL or rel.get("TargetMode") == "External":
+                continue
+            name = posixpath.normpath(posixpath.join(folder, target)).lstrip("/")
+            if name in names and name.lower().endswith(".xlsx") and name not in found:
+                found.append(name)
+    return found
+
+
+def translate_workbooks(
+    archive: zipfile.ZipFile, names: Sequence[str], translate: TextTranslator, source_name: str
+) -> tuple[dict[str, bytes], list[str]]:
+    """Each embedded chart workbook translated as an XLSX file (its category labels and series names,
+    so that "Edit data" in the Office application shows what the chart shows), and warnings for those
+    that could not be (they are kept as they were)."""
+    from dragoman.documents.xlsx import XlsxHandler  # xlsx imports this module
+
+    replaced: dict[str, bytes] = {}
+    warnings: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="dragoman-chart-") as work:
+        for index, name in enumerate(names):
+            source = Path(work) / f"in{index}.xlsx"
+            output = Path(work) / f"out{index}.xlsx"
+            source.write_bytes(zc.read_part(archive, name, source_name))
+            try:
+                XlsxHandler().translate(source, output, translate, None)
+            except DragomanError as exc:
+                warnings.append(f"chart_data_kept: the data of a chart ({name}) was left as it was: {exc}")
+                continue
+            replaced[name] = output.read_bytes()
+    return replaced, warnings
+
+
 def drawingml_paragraphs(root: etree._Element, target: Target) -> list[Paragraph]:
-    """Every DrawingML paragraph under ``root`` that has something to translate."""
+    """Every DrawingML paragraph under ``root`` that has something to translate, and a chart's
+    category labels and series names."""
     out: list[Paragraph] = []
     for p in root.iter(A_P):
         pieces, handles = paragraph_pieces(p)
         encoded = encode(pieces)
         if encoded.translatable:
             out.append(Paragraph(encoded, DrawingWriter(p, handles, target)))
+    for value in chart_strings(root):
+        encoded = encode([Piece((), value.text or "")])
+        if encoded.translatable:
+            out.append(Paragraph(encoded, _ChartValueWriter(value)))
     return out
 
 
@@ -183,6 +277,11 @@ class PptxHandler:
                 progress(0, 1, f"translating {len(todo)} paragraphs")
             stats = translate_paragraphs(todo, translate)
             replaced = {n: zc.serialize_xml(roots[n]) for n, ps in paragraphs.items() if ps}
+            charts = [n for n in names if PART_KINDS[types[n]] == "charts"]
+            workbooks, chart_warnings = translate_workbooks(
+                archive, chart_workbooks(archive, charts, source.name), translate, source.name
+            )
+            replaced.update(workbooks)
             zc.rewrite_zip(archive, output, replaced, source.name)
         report = DocumentReport(
             segments=stats.segments,
@@ -198,5 +297,6 @@ class PptxHandler:
                 "that mark inline formatting; their text is in the paragraph's main formatting. Check them "
                 "in the output"
             )
+        report.warnings.extend(chart_warnings)
         log.debug("pptx %s: %s", source.name, counts)
         return report

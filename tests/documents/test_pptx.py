@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import zipfile
 from collections.abc import Callable, Sequence
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 from lxml import etree  # type: ignore[import-untyped]
+from office_support import libreoffice_odf_elements, needs_libreoffice
 from pptx import Presentation
 from pptx.chart.data import CategoryChartData
 from pptx.dml.color import RGBColor
@@ -218,7 +220,7 @@ def test_right_to_left_target_sets_rtl_paragraphs(deck: Path, tmp_path: Path) ->
     Presentation(str(out))
 
 
-def test_chart_titles_are_translated(tmp_path: Path) -> None:
+def build_chart_deck(path: Path) -> Path:
     deck = Presentation()
     slide = deck.slides.add_slide(deck.slide_layouts[6])
     data = CategoryChartData()  # type: ignore[no-untyped-call]
@@ -229,13 +231,37 @@ def test_chart_titles_are_translated(tmp_path: Path) -> None:
     ).chart
     chart.has_title = True
     chart.chart_title.text_frame.text = "Sales of the house"
-    deck.save(str(tmp_path / "chart.pptx"))
+    deck.save(str(path))
+    return path
+
+
+def test_chart_titles_categories_and_series_are_translated(tmp_path: Path) -> None:
+    build_chart_deck(tmp_path / "chart.pptx")
     out = tmp_path / "out.pptx"
     report = PptxHandler().translate(tmp_path / "chart.pptx", out, Fake(), None)
     chart = next(s for s in Presentation(str(out)).slides[0].shapes if s.has_chart).chart
     assert chart.chart_title.text_frame.text == "SALES OF THE HOUSE"
-    assert list(chart.plots[0].categories) == ["East", "West"]  # data comes from the embedded workbook
+    # The category labels and series names the chart shows are translated (issue 11); numbers are not.
+    assert list(chart.plots[0].categories) == ["EAST", "WEST"]
+    assert [s.name for s in chart.plots[0].series] == ["SALES"]
+    assert list(chart.plots[0].series[0].values) == [1.5, 2.5]
     assert report.counts["charts"] == 1
+    # and so does the embedded workbook the chart's data comes from ("Edit data" in PowerPoint)
+    blob = chart.part.chart_workbook.xlsx_part.blob
+    with zipfile.ZipFile(io.BytesIO(blob)) as workbook:
+        strings = etree.fromstring(workbook.read("xl/sharedStrings.xml"))
+    assert sorted(t.text for t in strings.iter(f"{{{strings.nsmap[None]}}}t")) == ["EAST", "SALES", "WEST"]
+
+
+@needs_libreoffice
+@pytest.mark.slow
+def test_libreoffice_opens_the_output_with_the_same_elements(tmp_path: Path) -> None:
+    for source in (build_deck(tmp_path / "deck.pptx"), build_chart_deck(tmp_path / "chart.pptx")):
+        out = tmp_path / f"out-{source.name}"
+        PptxHandler().translate(source, out, Fake(), None)
+        before = libreoffice_odf_elements(source, "odp")
+        assert before["page"] > 0 and (before["p"] > 0 or before["object"] > 0)
+        assert libreoffice_odf_elements(out, "odp") == before
 
 
 @pytest.fixture
