@@ -448,7 +448,9 @@ class TextWriters:
                 writer = self.writers.get(colour)
                 if writer is None:
                     writer = self.writers[colour] = pymupdf.TextWriter(self.rect)
-                if font.mono:
+                if font.mono and not font.embedded:
+                    # (the repair finds fonts by name: a document's own fonts may share one, as the
+                    # Computer Modern fonts do, and a proportional one would be made monospaced)
                     writer.used_fonts.add(font.font)
                 a, b, c, d, e, f = writer.ictm  # page space -> PDF space
                 left = x + offset * size

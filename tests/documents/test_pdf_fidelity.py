@@ -79,6 +79,37 @@ def programs(path: Path) -> dict[bytes, str]:
         return found
 
 
+def advances_off(path: Path, fonts_of: Path) -> tuple[int, int]:
+    """Characters in ``path`` written in a font of ``fonts_of`` (by name), and how many of them advance
+    by another width than that font's glyph: text drawn with wrong widths (squeezed or spread out)."""
+    with pymupdf.open(fonts_of) as source:
+        own = {}
+        for page in source:
+            for xref, _, _, name, *_ in page.get_fonts():
+                buffer = source.extract_font(xref)[3]
+                if buffer:
+                    own[_pdf_fonts.base_name(name)] = pymupdf.Font(fontbuffer=buffer)
+    checked = off = 0
+    with pymupdf.open(path) as doc:
+        for page in doc:
+            for block in page.get_text("rawdict")["blocks"]:
+                for line in block.get("lines", []):
+                    for span in line["spans"]:
+                        font = own.get(_pdf_fonts.base_name(span["font"]))
+                        if font is None:
+                            continue
+                        for char in span["chars"]:
+                            if not char["c"].strip() or not font.has_glyph(ord(char["c"])):
+                                continue
+                            checked += 1
+                            width = char["bbox"][2] - char["bbox"][0]
+                            off += (
+                                abs(width - font.glyph_advance(ord(char["c"])) * span["size"])
+                                > 0.05 * span["size"]
+                            )
+    return checked, off
+
+
 def warned_pages(report: DocumentReport) -> set[int]:
     """Pages named in the warning about translations that did not fit at the legible size."""
     pages: set[int] = set()
@@ -173,6 +204,11 @@ def test_the_documents_own_fonts_are_kept_where_they_have_the_glyphs(name: str, 
     assert all(embedded for *_, embedded in pdffonts(output))
     base14 = ("Times", "Helvetica", "Courier")
     assert not [n for n, *_ in pdffonts(output) if n.startswith(base14)]
+    # and written with the glyphs' own widths (a font of the same name must not lend its widths)
+    checked, off = advances_off(output, REAL / name)
+    assert checked > 500 and off <= 0.01 * checked, (checked, off)
+    in_source, off_in_source = advances_off(REAL / name, REAL / name)  # (the check holds on the source)
+    assert off_in_source <= 0.02 * in_source
 
 
 @needs_pdffonts
