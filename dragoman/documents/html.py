@@ -58,6 +58,10 @@ MAX_HTML_DEPTH = 2048
 
 _DOCUMENT = re.compile(rb"<(?:!doctype|html|head|body)[\s>]", re.I)
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>\s*")
+#: The encoding an XML declaration names (XHTML): anchored at the start of the file, attributes bounded.
+_XML_ENCODING = re.compile(
+    rb"\A(?:\xef\xbb\xbf)?\s{0,64}<\?xml\s[^>]{0,200}?\bencoding\s*=\s*[\"']([A-Za-z0-9_.:-]{1,40})"
+)
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?\s*([A-Za-z0-9_.:-]+)", re.I)
 #: A run of whitespace holding a line break. Matched only from the start of a run (the look-behind), and
 #: possessive up to the break: trying every position of a long run without one was quadratic.
@@ -202,7 +206,7 @@ class _Collected:
 
 
 def _encoding(data: bytes) -> tuple[str, bool]:
-    """The encoding of an HTML file and whether it was declared (BOM or ``<meta charset>``)."""
+    """The encoding of an HTML file and whether it was declared (BOM, XML declaration, ``<meta charset>``)."""
     for bom, name in (
         (codecs.BOM_UTF8, "utf-8-sig"),
         (codecs.BOM_UTF16_LE, "utf-16"),
@@ -210,7 +214,7 @@ def _encoding(data: bytes) -> tuple[str, bool]:
     ):
         if data.startswith(bom):
             return name, True
-    m = _META_CHARSET.search(data[:8192])
+    m = _XML_ENCODING.match(data) or _META_CHARSET.search(data[:8192])
     if m is not None:
         try:
             return codecs.lookup(m.group(1).decode("ascii")).name, True

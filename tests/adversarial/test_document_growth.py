@@ -85,7 +85,14 @@ MATCH_ONLY = {
     "html._XML_DECLARATION",
 }
 #: Bytes patterns run on a bounded head of the file only (8 KB or 64 KB): bounded, not checked here.
-BOUNDED_HEAD = {"html._DOCUMENT", "html._META_CHARSET", "strings._XML_DECLARATION"}
+BOUNDED_HEAD = {
+    "html._DOCUMENT",
+    "html._META_CHARSET",
+    "html._HTML_TAG",
+    "html._XHTML_XMLNS",  # within the first <html ...> tag of the 64 KB head
+    "html._XML_ENCODING",  # anchored at the file's start, every repeat bounded
+    "strings._XML_DECLARATION",
+}
 
 
 def _patterns() -> dict[str, re.Pattern[str]]:

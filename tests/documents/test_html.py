@@ -218,6 +218,12 @@ def test_xhtml_stays_well_formed_xml(tmp_path: Path) -> None:
     etree.fromstring(run(tmp_path, XHTML, Upper())[0], XML_PARSER)
 
 
+def test_xhtml_encoding_from_its_xml_declaration(tmp_path: Path) -> None:
+    page = '<?xml version="1.0" encoding="ISO-8859-1"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><body><p>Café</p></body></html>'
+    data, _ = run(tmp_path, page.encode("iso-8859-1"), Upper(), name="page.xhtml")
+    assert etree.fromstring(data, XML_PARSER).findtext(".//{*}p") == "CAFÉ"
+
+
 def test_xhtml_not_well_formed(tmp_path: Path) -> None:
     broken = XHTML.replace("<br/>", "<br>")
     data, _ = run(tmp_path, broken, Upper())  # .html: read as HTML, as browsers read text/html
