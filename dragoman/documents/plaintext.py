@@ -112,10 +112,10 @@ _ITEM = re.compile(
     r"[ \t]*+(?:[-*+\u2022\u2023\u25e6\u2013\u2014]|\d{1,3}[.)]|[A-Za-z][.)]|\(\w{1,3}\))[ \t]+"
 )
 _CODE_LINE = re.compile(
-    r"\t|[^.!?:\s][ ]{2,}\S|[ ]{3,}\S|\|.*\||[{};\\]$|^(?:[$#%>] |>>>|\+[-=]{2}|[-=_*]{3,}$)"
+    r"\t|[^.!?:\s][ ]{2,}\S|(?<! )[ ]{3,}\S|\|.*\||[{};\\]$|^(?:[$#%>] |>>>|\+[-=]{2}|[-=_*]{3,}$)"
 )
 _LETTER = re.compile(r"[^\W\d_]")
-_SPACED_WORD = re.compile(r"(\s*)(\S+)")
+_SPACED_WORD = re.compile(r"(?<!\s)(\s*)(\S+)")  # tried only where a space run starts: linear
 _SENTENCE_END = (".", "!", "?", ":", ";", "\u2026", "\u3002", "\uff01", "\uff1f")
 _CLOSING = "\"')]}\u201d\u2019\u00bb"
 

@@ -30,7 +30,17 @@ from pathlib import Path
 import pytest
 from growth import assert_linear, repeat
 
-from dragoman.documents import _i18n, _inline, _markdown_inline, _runs, html, markdown, strings, subtitles
+from dragoman.documents import (
+    _i18n,
+    _inline,
+    _markdown_inline,
+    _runs,
+    html,
+    markdown,
+    plaintext,
+    strings,
+    subtitles,
+)
 from dragoman.documents.base import FormatHandler
 from dragoman.documents.docx import DocxHandler
 from dragoman.documents.html import HtmlHandler
@@ -50,7 +60,7 @@ FILE_N = 3_000
 
 # --- per pattern -------------------------------------------------------------------------------------------
 
-_MODULES = (markdown, _markdown_inline, _i18n, subtitles, strings, html, _inline, _runs)
+_MODULES = (markdown, _markdown_inline, _i18n, subtitles, strings, html, _inline, _runs, plaintext)
 
 #: Patterns only ever used with ``match`` at the start of a line or a given position (their ``finditer``
 #: is not what runs): checked with ``match``.
@@ -82,6 +92,7 @@ MATCH_ONLY = {
     "subtitles._DIALOGUE",
     "subtitles._VTT_HEADER",
     "subtitles._VTT_RAW_BLOCK",
+    "plaintext._ITEM",
     "html._XML_DECLARATION",
 }
 #: Bytes patterns run on a bounded head of the file only (8 KB or 64 KB): bounded, not checked here.
