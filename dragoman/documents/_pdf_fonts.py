@@ -236,14 +236,19 @@ class TextStyle:
 def style_of(span: dict[str, object]) -> TextStyle:
     """The style of a ``get_text("dict")`` span."""
     flags = int(span.get("flags", 0))  # type: ignore[call-overload]
-    raw = str(span.get("font", ""))
-    font = base_name(raw).lower()
     size = float(span.get("size", 11.0))  # type: ignore[arg-type]
     color = int(span.get("color", 0))  # type: ignore[call-overload]
+    return _style(str(span.get("font", "")), flags, size if size > 0 else 11.0, color & 0xFFFFFF)
+
+
+@functools.lru_cache(maxsize=4096)
+def _style(raw: str, flags: int, size: float, color: int) -> TextStyle:
+    """A span's style from its font's name, flags, size and colour (a page has few different ones)."""
+    font = base_name(raw).lower()
     weight = font.replace("-", " ").replace(",", " ")
     return TextStyle(
-        size=size if size > 0 else 11.0,
-        color=color & 0xFFFFFF,
+        size=size,
+        color=color,
         bold=bool(flags & FLAG_BOLD) or any(n in weight for n in _BOLD_NAMES) or _cm_bold(font),
         italic=bool(flags & FLAG_ITALIC) or any(n in weight for n in _ITALIC_NAMES) or _cm_italic(font),
         family=classify(raw, flags),

@@ -31,6 +31,7 @@ from typing import Any
 
 from dragoman.documents import _bounds
 from dragoman.documents import _pdf_document as document
+from dragoman.documents import _pdf_text as pdf_text
 from dragoman.documents._pdf_layout import PageWork
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.languages.catalogue import get
@@ -204,9 +205,14 @@ class PdfJob:
             rewriter.finish()
             document.rotate_back(doc, rotations)
             report.segments = len(texts)
-            report.characters = sum(len(t) for t in texts)
-            report.extracted_text = "\n\n".join(texts)
-            report.translated_text = "\n\n".join(translations)
+            # as read on the page: placeholders of inline runs replaced by their text
+            blocks = [b for w in works for b in w.blocks]
+            plain = [pdf_text.plain_text(b, b.text) for b in blocks]
+            report.characters = sum(len(t) for t in plain)
+            report.extracted_text = "\n\n".join(plain)
+            report.translated_text = "\n\n".join(
+                pdf_text.plain_text(b, t) for b, t in zip(blocks, translations, strict=True)
+            )
             document.save(doc, self.output)
         finally:
             document.close(doc)

@@ -311,11 +311,23 @@ class Laid:
     widths: list[float] = field(default_factory=list)
     overflow: bool = False
     room: pymupdf.Rect | None = None
+    words: list[list[Word]] = field(default_factory=list)  # the lines' words, until they are placed
 
 
 def _positioned(line: list[Word], space: float) -> tuple[str, list[tuple[float, str, Metrics, int]], float]:
     """A line's text, its pieces at their offsets (pieces of one font and colour joined across spaces),
     and its width."""
+    first = next((parts[0] for parts, _ in line if parts), None)
+    if first is None:
+        return " ".join("" for _ in line), [], space * max(0, len(line) - 1)
+    font, colour = first[1], first[2]
+    if (
+        font.has_space
+        and font.widths.get(" ") == space
+        and all(part[1] is font and part[2] == colour for parts, _ in line for part in parts)
+    ):  # one font and colour (most lines): one piece
+        text = " ".join("".join(part[0] for part in parts) for parts, _ in line)
+        return text, [(0.0, text, font, colour)], sum(width for _, width in line) + space * (len(line) - 1)
     pieces: list[tuple[float, str, Metrics, int]] = []
     x = 0.0
     words = []
@@ -369,16 +381,20 @@ def lay_out(
     floor = legible_scale(block.style.size, painted=block.paint_over)
 
     def attempt(scale: float, room: pymupdf.Rect, split: bool = False) -> Laid | None:
+        """The lines at ``scale`` when they fit (their pieces are placed by :func:`finished`)."""
         size = block.style.size * scale
         lines = wrap_words(words, room.width / size, space, split=split)
         if lines is None or len(lines) * block.line_height * size > room.height + 0.01:
             return None
-        laid = Laid([], size, block.line_height * size, scale, room=room)
-        for line in lines:
+        return Laid([], size, block.line_height * size, scale, room=room, words=lines)
+
+    def finished(laid: Laid) -> Laid:
+        for line in laid.words:
             text, pieces, width = _positioned(line, space)
             laid.lines.append(text)
             laid.pieces.append(pieces)
             laid.widths.append(width)
+        laid.words = []
         return laid
 
     def search(room: pymupdf.Rect) -> Laid | None:
@@ -411,19 +427,19 @@ def lay_out(
     own = block.room if block.room is not None else block.rect
     best = search(own)
     if best is not None:
-        return best
+        return finished(best)
     wider = spill() if spill is not None else own  # (found only when needed: it looks at the whole page)
     if wider != own:
         best = search(wider)
         if best is not None:
-            return best
+            return finished(best)
     best = attempt(floor, wider, split=True)
     if best is not None:
-        return best
+        return finished(best)
     best = attempt(floor, pymupdf.Rect(wider.x0, wider.y0, wider.x1, wider.y0 + UNBOUNDED), split=True)
     assert best is not None  # (any height: words are broken to the width)
     best.overflow = True
-    return best
+    return finished(best)
 
 
 class TextWriters:

@@ -364,8 +364,13 @@ def test_inline_bold_and_code_stay_inside_a_paragraph(tmp_path: Path) -> None:
         doc.save(source)
     output = tmp_path / "out.pdf"
     translator = FakeTranslator(str.upper, keep_blank=True)
-    PdfHandler().translate(source, output, translator, None)
+    report = PdfHandler().translate(source, output, translator, None)
     sent = translator.calls[0][0]
+    # the report says what the page reads, without placeholders (characters are counted on it)
+    assert report.extracted_text == "Always check the house, then run make install in the garden."
+    assert report.translated_text == "ALWAYS CHECK THE HOUSE, THEN RUN make install IN THE GARDEN."
+    assert report.characters == len(report.extracted_text)
+    assert report.boxes[0].translation == report.translated_text
     assert re.fullmatch(r"Always <(\d+)>check</\1> the house, then run <(\d+)/> in the garden\.", sent), sent
     with pymupdf.open(output) as doc:
         spans = [
