@@ -1,6 +1,6 @@
 """Plain text (``.txt``): the text through the engine, which keeps paragraphs, line breaks and surrounding
-whitespace exactly. UTF-8 (with or without BOM) and UTF-16 with a BOM are read; the output keeps the input's
-encoding and line endings.
+whitespace exactly. UTF-8 (with or without BOM) and UTF-16 and UTF-32 with a BOM are read; the output keeps
+the input's encoding and line endings.
 
 A text longer than :data:`CHUNK_CHARS` goes to the translator in pieces (the engine takes at most
 ``MAX_TEXT_CHARS`` per text): cut at a paragraph break, else at a line break, else at a space, else
@@ -40,7 +40,14 @@ WRAP_MAX_WIDTH = 100
 WRAP_MIN_WIDTH = 30
 WRAP_FILL = 0.6
 
-_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+# UTF-32 before UTF-16: the UTF-32 little-endian BOM starts with UTF-16's.
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 def text_encoding(head: bytes) -> str | None:

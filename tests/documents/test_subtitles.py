@@ -92,6 +92,16 @@ def test_legacy_encoded_srt_is_kept_in_its_encoding(tmp_path: Path) -> None:
     assert out.decode("cp1252") == "1\n00:00:01,000 --> 00:00:02,000\nCAFÉ CRÈME.\n"
 
 
+@pytest.mark.parametrize("encoding", ["utf-32", "utf-32-be", "utf-16"])
+def test_utf32_and_utf16_files_with_a_bom_are_read_as_such(tmp_path: Path, encoding: str) -> None:
+    text = "1\n00:00:01,000 --> 00:00:02,000\nCafé crème.\n"
+    data = text.encode(encoding) if encoding != "utf-32-be" else codecs.BOM_UTF32_BE + text.encode(encoding)
+    out = run(tmp_path, SrtHandler(), data, Upper(), "u.srt")
+    assert out.decode("utf-32" if "32" in encoding else encoding) == text.replace(
+        "Café crème.", "CAFÉ CRÈME."
+    )
+
+
 VTT = """WEBVTT - Test file
 Kind: captions
 
