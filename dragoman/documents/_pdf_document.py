@@ -175,10 +175,11 @@ def draw_turned(page: pymupdf.Page, block: Block, translation: str, *, rtl: bool
     """Write a translation turned by a multiple of 90 degrees into its block; the scale it took."""
     align = "center" if block.centered and not rtl else None
     css = fonts.css_for(block.style, line_height=block.line_height, align=align)
-    html = fonts.html_for(translation, rtl=rtl)
     html = fonts.html_for_runs(text.runs_of(block, translation), block.style, rtl=rtl)
     floor = text.legible_scale(block.style.size, painted=block.paint_over)
-    _, scale = page.insert_htmlbox(block.rect, html, css=css, scale_low=floor, rotate=block.rotate)
+    spare, scale = page.insert_htmlbox(block.rect, html, css=css, scale_low=floor, rotate=block.rotate)
+    if spare < 0:  # (nothing written) not even at the legible size: smaller, rather than lost
+        spare, scale = page.insert_htmlbox(block.rect, html, css=css, scale_low=0, rotate=block.rotate)
     return float(scale)
 
 

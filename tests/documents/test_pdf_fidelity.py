@@ -22,7 +22,7 @@ from typing import Any
 import pymupdf
 import pytest
 
-from dragoman.documents import _pdf_fonts, _pdf_layout, _pdf_text
+from dragoman.documents import _pdf_document, _pdf_fonts, _pdf_layout, _pdf_text
 from dragoman.documents.base import DocumentReport
 from dragoman.documents.pdf import PdfHandler
 from dragoman.testing.fakes import FakeTranslator
@@ -403,3 +403,16 @@ def test_runs_put_back_code_the_translation_lost() -> None:
         ("ls -l", "monospace", 10),
         (" ahora", "Times", 10),
     ]
+
+
+def test_turned_text_that_does_not_fit_at_a_legible_size_is_still_written() -> None:
+    """``insert_htmlbox`` writes nothing when the text does not fit at its smallest scale: a turned block
+    is tried at the legible size first, then smaller rather than lost."""
+    with pymupdf.open() as doc:
+        page = doc.new_page()
+        block = _pdf_layout.Block(
+            0, pymupdf.Rect(100, 100, 115, 200), "x", _pdf_fonts.TextStyle(size=12), rotate=90
+        )
+        text = "A long translation that never fits in this narrow turned box"
+        scale = _pdf_document.draw_turned(page, block, text, rtl=False)
+        assert 0 < scale < 0.7 and " ".join(page.get_text().replace("\ufb01", "fi").split()) == text
