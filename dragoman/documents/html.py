@@ -53,8 +53,11 @@ XHTML_NAMESPACE = "http://www.w3.org/1999/xhtml"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 #: ``lang``, and ``xml:lang`` as the HTML parser (a plain name) and the XML parser (namespaced) read it.
 LANG_ATTRIBUTES = ("lang", "xml:lang", XML_LANG)
-#: Deepest nesting of elements read (libxml2's limit with ``huge_tree``); deeper files are refused (413).
-MAX_HTML_DEPTH = 2048
+#: Deepest nesting of elements read: libxml2's limit without ``huge_tree``, which stops there and drops the
+#: rest of the file without raising; dragoman sees that in the parser's log and refuses the file (413) rather
+#: than translate part of it. (Browsers nest deeper; the handler's tree walks are recursive, which this keeps
+#: well inside Python's recursion limit.)
+MAX_HTML_DEPTH = 256
 
 _DOCUMENT = re.compile(rb"<(?:!doctype|html|head|body)[\s>]", re.I)
 _XML_DECLARATION = re.compile(r"\A\s*<\?xml[^>]*\?>\s*")
@@ -315,7 +318,7 @@ def _xhtml_root(body: str, source: Path) -> Element | None:
     None when it is not well-formed XML (then it is read as HTML, as browsers read text/html). An
     ``.xhtml`` file that is not well-formed is refused: XML consumers would reject what it was."""
     parser = etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True, strip_cdata=False
+        resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False, strip_cdata=False
     )
     try:
         root = etree.fromstring(body, parser=parser)
@@ -391,10 +394,9 @@ class HtmlHandler:
         if xml_root is not None:
             root = xml_root
         else:
-            # huge_tree: libxml2's default stops at 256 levels of nesting and silently drops the rest of the
-            # file; with it the limit is 2048, and a file past that is refused (never translated in part).
-            # Size is bounded by our own markup bounds above, not by libxml2's.
-            parser = lxml.html.HTMLParser(huge_tree=True)
+            # libxml2 stops at MAX_HTML_DEPTH levels of nesting and silently drops the rest of the file: the
+            # parser's log tells, and the file is refused (never translated in part).
+            parser = lxml.html.HTMLParser()
             try:
                 if document:
                     root = lxml.html.document_fromstring(body, parser=parser)

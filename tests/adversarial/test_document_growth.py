@@ -422,7 +422,8 @@ FORMATS: dict[str, tuple[FormatHandler, str, dict[str, Callable[[int], str]]]] =
         ".html",
         {
             "less-than run": lambda n: _html("&lt;" * (n // 4)),
-            "nested inline": lambda n: _html("<b>a " * (n // 6) + "</b>" * (n // 6)),
+            # nested as deep as the parser reads (deeper is refused), again and again
+            "nested inline": lambda n: _html(("<b>a " * 200 + "</b>" * 200) * (n // 2000 + 1)),
             "many paragraphs": lambda n: "<html><body>" + "<p>a b</p>" * (n // 10) + "</body></html>",
             "spaces": lambda n: _html("a" + " " * n + "b"),
             "spaced lines": lambda n: _html("a" + " \t" * (n // 2) + "\nb"),
