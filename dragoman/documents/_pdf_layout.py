@@ -54,6 +54,9 @@ COLUMN_GAP = 2.0
 ALIGNED_GAP = 1.0
 #: ... or of :data:`FLUSH_GAP` sizes before a part set flush right in another look (a label).
 FLUSH_GAP = 1.4
+#: Most columns a block is split into (beyond that it is scattered text, and finding each part's column
+#: would cost time growing with the square of the parts).
+MAX_COLUMNS = 64
 #: Space kept free at the bottom of a page when a translation spills downwards, in points.
 BOTTOM_MARGIN = 18.0
 
@@ -367,6 +370,8 @@ def columns(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
                     extent[0], extent[1] = min(extent[0], x0), max(extent[1], x1)
                     break
             else:
+                if len(found) >= MAX_COLUMNS:  # no table: scattered text; the block as MuPDF made it
+                    return [lines]
                 found.append(([x0, x1], [[line]]))
     return [block for _, blocks in sorted(found, key=lambda item: item[0][0]) for block in blocks]
 
