@@ -127,30 +127,37 @@ class FontBook:
     translation is written in the font its text was in wherever that font has the glyphs it needs."""
 
     def __init__(self) -> None:
-        self.sources: dict[str, tuple[pymupdf.Document, int]] = {}
-        self.loaded: dict[str, Metrics | None] = {}
+        self.sources: dict[str, list[tuple[pymupdf.Document, int]]] = {}  # (several subsets of one font)
+        self.loaded: dict[int, Metrics | None] = {}
 
     def note(self, page: pymupdf.Page) -> None:
         """Remember where the fonts of ``page`` are (before its text is removed)."""
         for xref, ext, kind, basefont, *_ in page.get_fonts():
             if ext in _LOADABLE and kind != "Type3":
-                self.sources.setdefault(fonts.base_name(basefont), (page.parent, xref))
+                found = self.sources.setdefault(fonts.base_name(basefont), [])
+                if all(xref != known for _, known in found):
+                    found.append((page.parent, xref))
 
-    def get(self, name: str) -> Metrics | None:
-        if name in self.loaded:
-            return self.loaded[name]
-        found: Metrics | None = None
-        source = self.sources.get(name)
-        if source is not None:
-            try:
-                buffer = source[0].extract_font(source[1])[3]
-                font = pymupdf.Font(fontbuffer=buffer) if buffer else None
-                if font is not None and font.is_writable:
-                    found = Metrics(font, mono=font.flags["mono"] == 1, embedded=True)
-            except (RuntimeError, ValueError) as exc:  # a font MuPDF cannot load: the fallback is used
-                log.debug("font %s of the document not reusable: %s", name, exc)
-        self.loaded[name] = found
-        return found
+    def get(self, name: str, text: str = "") -> Metrics | None:
+        """The document's font ``name`` (the first of its subsets that has every character of ``text``)."""
+        for doc, xref in self.sources.get(name, []):
+            if xref not in self.loaded:
+                self.loaded[xref] = self._load(doc, xref, name)
+            font = self.loaded[xref]
+            if font is not None and font.covers(text):
+                return font
+        return None
+
+    @staticmethod
+    def _load(doc: pymupdf.Document, xref: int, name: str) -> Metrics | None:
+        try:
+            buffer = doc.extract_font(xref)[3]
+            font = pymupdf.Font(fontbuffer=buffer) if buffer else None
+            if font is not None and font.is_writable:
+                return Metrics(font, mono=font.flags["mono"] == 1, embedded=True)
+        except (RuntimeError, ValueError) as exc:  # a font MuPDF cannot load: the fallback is used
+            log.debug("font %s of the document not reusable: %s", name, exc)
+        return None
 
 
 #: A translation in runs of one look each.
@@ -196,8 +203,8 @@ def pick(style: fonts.TextStyle, text: str, book: FontBook | None) -> Metrics | 
     """The font to write ``text`` in: the document's own when it has the glyphs, else the base font of the
     same class (serif, sans, mono; weight and slant); None when neither has them."""
     if book is not None and style.font:
-        own = book.get(style.font)
-        if own is not None and own.covers(text):
+        own = book.get(style.font, text)
+        if own is not None:
             return own
     base = metrics_for(style)
     return base if base.covers(text) else None
