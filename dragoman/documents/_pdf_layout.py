@@ -22,6 +22,7 @@ and the obstacles each from the page's content stream took 40% longer).
 
 from __future__ import annotations
 
+import re
 import statistics
 import weakref
 from collections.abc import Iterator
@@ -38,6 +39,8 @@ from dragoman.documents import _pdf_fonts as fonts
 TEXT_FLAGS = (pymupdf.TEXTFLAGS_DICT & ~pymupdf.TEXT_PRESERVE_IMAGES) | pymupdf.TEXT_PRESERVE_WHITESPACE
 #: A line shorter than this share of its block's width ends a paragraph (its line break is kept).
 SHORT_LINE = 0.7
+#: A line that ends in dot leaders and a page number (a table of contents' entry) ends its paragraph.
+LEADER_END = re.compile(r"(?:\.\s?){3,}\s*\S{1,8}$")
 #: Line directions (cos, sin) of ``get_text`` mapped to ``insert_htmlbox``'s rotation.
 ROTATIONS = {(1, 0): 0, (0, -1): 90, (-1, 0): 180, (0, 1): 270}
 #: A box as MuPDF's text extraction gives it: x0, y0, x1, y1.
@@ -48,10 +51,9 @@ GAP = 2.0
 #: :class:`Obstacles` collects.
 OBSTACLE_KINDS = ("fill-path", "stroke-path", "fill-image", "fill-imgmask", "fill-shade")
 #: Text on one line separated by a gap wider than this many font sizes is in separate blocks (table cells,
-#: columns, a running header's left and right parts); a gap of :data:`ALIGNED_GAP` sizes is enough where
-#: another line of the block starts a part at the same place (a table's column).
+#: columns, a running header's left and right parts). (Narrower gaps lined up over several rows are no
+#: sign of a table: a table of contents has its numbers and titles so, and splitting it scattered it.)
 COLUMN_GAP = 2.0
-ALIGNED_GAP = 1.0
 #: ... or of :data:`FLUSH_GAP` sizes before a part set flush right in another look (a label).
 FLUSH_GAP = 1.4
 #: Most columns a block is split into (beyond that it is scattered text, and finding each part's column
@@ -111,7 +113,9 @@ def join_lines(lines: list[tuple[str, float]], width: float) -> str:
             continue
         if not out:
             out = text
-        elif lines[index - 1][1] < SHORT_LINE * width:
+        elif lines[index - 1][1] < SHORT_LINE * width or LEADER_END.search(
+            _inline.TAG.sub("", lines[index - 1][0]).rstrip()
+        ):
             out += "\n" + text
         elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and text[:1].islower():
             out = out[:-1] + text
@@ -302,8 +306,8 @@ def columns(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     a running header's left and right parts) goes into separate blocks; otherwise the lines as they are.
 
     Lines on one baseline are parts of a row; a part starts a new column where the gap before it is
-    wider than :data:`COLUMN_GAP` font sizes, or wider than :data:`ALIGNED_GAP` sizes and another row has a
-    part starting at the same place (an aligned column). Each part then joins the first column it overlaps.
+    wider than :data:`COLUMN_GAP` font sizes, or wider than :data:`FLUSH_GAP` sizes before a label set flush
+    right. Each part then joins the column it overlaps that starts nearest to it.
     """
     if any(round(line["dir"][0]) != 1 or not line["spans"] for line in lines):
         return [lines]
@@ -329,19 +333,7 @@ def columns(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
                 and _part_look(left) != _part_look(right)
             ):
                 flush.add(id(right))
-    starts: dict[int, int] = {}  # parts after a gap starting at x, by x in 2-point bins
-    for _, gap, x0 in gaps:
-        if gap > ALIGNED_GAP:
-            starts[int(x0 // 2)] = starts.get(int(x0 // 2), 0) + 1
-
-    def aligned(x0: float) -> bool:  # another part starts within about 2 points (neighbouring bins)
-        return sum(starts.get(int(x0 // 2) + d, 0) for d in (-1, 0, 1)) > 1
-
-    cuts = {
-        id(part)
-        for part, gap, x0 in gaps
-        if gap > COLUMN_GAP or (gap > ALIGNED_GAP and aligned(x0)) or (gap > FLUSH_GAP and id(part) in flush)
-    }
+    cuts = {id(part) for part, gap, _ in gaps if gap > COLUMN_GAP or (gap > FLUSH_GAP and id(part) in flush)}
     if not cuts:  # one column: the parts of each row as one line (MuPDF cuts lines at wide spaces)
         ordered = sorted(rows.values(), key=lambda row: row[0]["bbox"][1])
         return [[row[0] if len(row) == 1 else _merged(row) for row in ordered]]
@@ -353,22 +345,25 @@ def columns(lines: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
                 segments.append([part])
             else:
                 segments[-1].append(part)
-    # Each part joins the first column it overlaps; in a column, a part on a row that has parts in other
-    # columns too starts a new block (a table's cell), one alone on its row continues the block above (a
-    # cell's text wrapped onto a second line).
+    # Each part joins the column it overlaps that starts nearest to it; in a column, a part on a row
+    # that has parts in other columns too starts a new block (a table's cell), one alone on its row
+    # continues the block above (a cell's text wrapped onto a second line).
     found: list[tuple[list[float], list[list[dict[str, Any]]]]] = []  # [x0, x1], blocks of lines
     for row_segments in _rows_of(segments):
         for segment in row_segments:
             line = segment[0] if len(segment) == 1 else _merged(segment)
             x0, x1 = line["bbox"][0], line["bbox"][2]
-            for extent, blocks in found:
-                if _overlap(x0, x1, extent[0], extent[1]):
-                    if len(row_segments) > 1:
-                        blocks.append([line])
-                    else:
-                        blocks[-1].append(line)
-                    extent[0], extent[1] = min(extent[0], x0), max(extent[1], x1)
-                    break
+            # of the columns it overlaps, the one starting nearest to where it starts
+            near = [
+                (abs(x0 - extent[0]), i) for i, (extent, _) in enumerate(found) if _overlap(x0, x1, *extent)
+            ]
+            if near:
+                extent, blocks = found[min(near)[1]]
+                if len(row_segments) > 1:
+                    blocks.append([line])
+                else:
+                    blocks[-1].append(line)
+                extent[0], extent[1] = min(extent[0], x0), max(extent[1], x1)
             else:
                 if len(found) >= MAX_COLUMNS:  # no table: scattered text; the block as MuPDF made it
                     return [lines]

@@ -42,7 +42,7 @@ def _block(row: Callable[[int], list[tuple[float, str]]]) -> Callable[[str], obj
 def test_splitting_blocks_into_cells_and_columns_is_linear() -> None:
     cases: dict[str, Callable[[int], list[tuple[float, str]]]] = {
         "table rows": lambda i: [(72.0, "Name"), (300.0, "A value in the second cell")],
-        "aligned starts": lambda i: [(72.0, "Key"), (72.0 + 15 + 5 * 3, "value")],  # 1.5 em gaps
+        "narrow gaps": lambda i: [(72.0, "Key"), (72.0 + 15 + 5 * 3, "value")],  # 1.5 em: rows merged
         "scattered parts": lambda i: [(72.0 + 6.0 * i, "a"), (72.0 + 6.0 * i + 40, "b")],  # a column each
         "prose split at sentences": lambda i: [(72.0, "The house is red."), (162.0, "The garden")],
     }

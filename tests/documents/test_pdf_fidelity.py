@@ -324,7 +324,7 @@ def test_table_cells_and_a_running_headers_parts_are_blocks_of_their_own(tmp_pat
         assert overlaps(doc[0]) == 0
 
 
-def test_columns_split_only_at_wide_or_aligned_gaps() -> None:
+def test_columns_split_only_at_wide_gaps() -> None:
     def line(parts: list[tuple[float, str]], y: float) -> dict[str, Any]:
         spans = [
             {
@@ -416,3 +416,20 @@ def test_turned_text_that_does_not_fit_at_a_legible_size_is_still_written() -> N
         text = "A long translation that never fits in this narrow turned box"
         scale = _pdf_document.draw_turned(page, block, text, rtl=False)
         assert 0 < scale < 0.7 and " ".join(page.get_text().replace("\ufb01", "fi").split()) == text
+
+
+def test_table_of_contents_entries_stay_lines_of_their_own() -> None:
+    """Entries of a table of contents fill their lines (dot leaders up to the page number): each ends its
+    paragraph, even with the page number in another look (a link's colour: a placeholder)."""
+    lines = [
+        ("1 Introduction . . . . . . . . 3", 400.0),
+        ("2 Usage . . . . . . . . <1>5</1>", 400.0),
+        ("3 More", 400.0),
+    ]
+    assert (
+        _pdf_layout.join_lines(lines, 400)
+        == "1 Introduction . . . . . . . . 3\n2 Usage . . . . . . . . <1>5</1>\n3 More"
+    )
+    assert (
+        _pdf_layout.join_lines([("The value is 3.", 400.0), ("Next", 400.0)], 400) == "The value is 3. Next"
+    )
