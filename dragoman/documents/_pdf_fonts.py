@@ -232,6 +232,51 @@ class TextStyle:
         """Monospace text: code, commands, paths; never translated."""
         return self.family == "monospace"
 
+    @property
+    def math(self) -> bool:
+        """Text in a mathematical font (TeX's math italic, symbols and extension fonts, ...): a formula's
+        parts, never translated."""
+        return is_math_font(self.font)
+
+
+#: Name prefixes (lower case, subset prefix removed) of mathematical fonts.
+MATH_NAMES = (
+    "cmmi",
+    "cmsy",
+    "cmex",
+    "cmbsy",
+    "cmmib",
+    "lmmath",
+    "msam",
+    "msbm",
+    "eufm",
+    "eusm",
+    "eurm",
+    "rsfs",
+    "stixmath",
+    "stixgeneral",
+    "xits",
+    "cambriamath",
+    "latinmodernmath",
+    "texgyre-math",
+    "symbol",
+    "mtsy",
+    "mtex",
+    "mt-extra",
+    "mtextra",
+    "esint",
+    "wasy",
+    "lasy",
+    "stmary",
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def is_math_font(font: str) -> bool:
+    """True for the name of a mathematical font (``CMMI10``, ``CMSY10``, ``MSBM10``, ``Symbol``...)."""
+    name = base_name(font).lower().replace(" ", "")
+    return name.startswith(MATH_NAMES) or "math" in name
+
 
 def style_of(span: dict[str, object]) -> TextStyle:
     """The style of a ``get_text("dict")`` span."""

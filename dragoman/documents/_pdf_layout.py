@@ -56,6 +56,8 @@ OBSTACLE_KINDS = ("fill-path", "stroke-path", "fill-image", "fill-imgmask", "fil
 COLUMN_GAP = 2.0
 #: ... or of :data:`FLUSH_GAP` sizes before a part set flush right in another look (a label).
 FLUSH_GAP = 1.4
+#: A block with this share of its characters in mathematical fonts is a formula, left as it is.
+FORMULA_SHARE = 0.25
 #: Most columns a block is split into (beyond that it is scattered text, and finding each part's column
 #: would cost time growing with the square of the parts).
 MAX_COLUMNS = 64
@@ -191,7 +193,7 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
             texts.append(("".join(s["text"] for s in line["spans"]), extent))
     else:
         looks = [fonts.style_of(s) for s in spans]
-        if all(look.code for look in looks):
+        if all(look.code or look.math for look in looks) or _formula(spans, looks):
             return "code"
         style = _base_style(spans, looks)
         ids = _inline.numbering(*(s["text"] for s in spans))
@@ -220,9 +222,17 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
     )
 
 
+def _formula(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> bool:
+    """A displayed formula: a quarter or more of its characters in mathematical fonts (the rest is digits,
+    operators and function names in roman); left as it is."""
+    math = sum(len(s["text"].strip()) for s, look in zip(spans, looks, strict=True) if look.math)
+    return math >= FORMULA_SHARE * sum(len(s["text"].strip()) for s in spans)
+
+
 def _look(style: fonts.TextStyle) -> tuple[bool, bool, str, int]:
-    """What sets a run apart inside a block: weight, slant, class (serif, sans, monospace), colour."""
-    return style.bold, style.italic, style.family, style.color
+    """What sets a run apart inside a block: weight, slant, class (serif, sans, monospace; mathematical
+    fonts as a class of their own, kept like code), colour."""
+    return style.bold, style.italic, "math" if style.math else style.family, style.color
 
 
 def _base_style(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> fonts.TextStyle:
@@ -230,7 +240,7 @@ def _base_style(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> fo
     first span's size and font when it has that look."""
     weights: dict[tuple[bool, bool, str, int], int] = {}
     for span, look in zip(spans, looks, strict=True):
-        if not look.code:
+        if not look.code and not look.math:
             key = _look(look)
             weights[key] = weights.get(key, 0) + len(span["text"].strip())
     best = max(weights, key=weights.__getitem__)
@@ -255,8 +265,9 @@ def _tagged(
         core = text.strip()
         lead, tail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
         number = next(ids)
-        tags[number] = Inline(look.code, core, look)
-        out.append(f"{lead}<{number}/>{tail}" if look.code else f"{lead}<{number}>{core}</{number}>{tail}")
+        kept = look.code or look.math
+        tags[number] = Inline(kept, core, look)
+        out.append(f"{lead}<{number}/>{tail}" if kept else f"{lead}<{number}>{core}</{number}>{tail}")
 
     for span in spans:
         this = fonts.style_of(span) if span["text"].strip() else look

@@ -433,3 +433,35 @@ def test_table_of_contents_entries_stay_lines_of_their_own() -> None:
     assert (
         _pdf_layout.join_lines([("The value is 3.", 400.0), ("Next", 400.0)], 400) == "The value is 3. Next"
     )
+
+
+def test_formulas_and_inline_math_are_left_as_they_are() -> None:
+    """Text in mathematical fonts (TeX's CMMI, CMSY, CMEX...) is a formula's: a displayed formula is left as
+    it is, inline math goes to the translator as a placeholder and comes back unchanged."""
+
+    def span(text: str, font: str, x: float) -> dict[str, Any]:
+        return {
+            "text": text,
+            "size": 10.0,
+            "flags": 0,
+            "font": font,
+            "color": 0,
+            "bbox": (x, 92, x + 5 * len(text), 102),
+            "origin": (x, 100),
+        }
+
+    def line(*spans: dict[str, Any]) -> dict[str, Any]:
+        return {"spans": list(spans), "dir": (1.0, 0.0), "bbox": (72, 92, 300, 102)}
+
+    page = pymupdf.Rect(0, 0, 595, 842)
+    assert _pdf_fonts.is_math_font("ABCDEF+CMMI10") and _pdf_fonts.is_math_font("CMEX10")
+    assert not _pdf_fonts.is_math_font("CMR10") and not _pdf_fonts.is_math_font("NimbusRomNo9L-Regu")
+    formula = line(span("CRC", "CMR10", 72), span("u", "CMMI7", 90), span("(M, v) =", "CMMI10", 95))
+    assert _pdf_layout.block_of(0, [formula], page) == "code"
+    prose = line(
+        span("The value of ", "CMR10", 72), span("v", "CMMI10", 140), span(" is known here.", "CMR10", 146)
+    )
+    block = _pdf_layout.block_of(0, [prose], page)
+    assert isinstance(block, _pdf_layout.Block)
+    assert block.text == "The value of <1/> is known here." and block.tags[1].text == "v"
+    assert _pdf_text.plain_text(block, "El valor de <1/> es conocido.") == "El valor de v es conocido."
