@@ -12,7 +12,11 @@ text-embeddings-inference's queue sit in front of a model:
 - **A budget.** A batch holds at most ``max_segments`` segments and ``max_chars`` characters (but always
   one segment): a backend call cannot be interrupted, so this also bounds how long cancellation waits.
 - **A short adaptive window.** A leader that starts while another batch of its lane is running (the lane
-  is busy, so more callers are coming) waits up to ``window`` seconds for the queue to fill its budget.
+  is busy, so more callers are coming) waits for the queue to fill its budget, for a share
+  (``WINDOW_SHARE``) of the lane's recent backend call time, at most ``window`` seconds: the callers of a
+  batch that just ended come back a few milliseconds apart, and a window in proportion to the call lets
+  them meet in the next batch instead of each starting a small one (a base-size pack's call is tens to
+  hundreds of milliseconds; a tiny one's, one). An idle lane never waits.
 - **Fairness.** The queue is served round-robin between callers, one segment at a time: one caller's 256
   segments share every batch with the single-text callers that arrived behind them, never starve them.
 - **Isolation.** Each caller gets back exactly its own translations in order and its own notes; when a
@@ -53,8 +57,14 @@ from dragoman.translation.types import BatchOutput, Pieces, Protected
 BATCH_SEGMENTS = 64
 #: Characters per coalesced backend call (but one segment, which may be longer).
 BATCH_CHARS = 16_000
-#: How long a leader of a busy lane waits for its batch to fill (seconds); an idle lane never waits.
+#: The most a leader of a busy lane waits for its batch to fill (seconds); an idle lane never waits.
 BATCH_WINDOW = BATCH_WINDOW_MS / 1000
+#: The share of the lane's mean backend call time a leader of a busy lane waits (at most the window).
+WINDOW_SHARE = 0.25
+#: Weight of the latest call in the lanes' moving mean of backend call time.
+CALL_TIME_WEIGHT = 0.2
+#: Moving means kept (one per lane seen); past it they are all dropped and measured again.
+MAX_CALL_TIMES = 256
 #: Segments allowed to wait per lane; beyond it a caller gets :class:`~dragoman.errors.Saturated`.
 MAX_QUEUED_SEGMENTS = 8192
 #: How often a caller waiting in the queue checks its context for cancellation (seconds).
@@ -137,9 +147,10 @@ class _Request:
 class _Lane:
     """The queue of one (backend, source, target)."""
 
-    __slots__ = ("grown", "queue", "queued", "running", "slots", "users")
+    __slots__ = ("grown", "key", "queue", "queued", "running", "slots", "users")
 
-    def __init__(self, slots: int, lock: threading.Lock) -> None:
+    def __init__(self, key: tuple[int, str, str], slots: int, lock: threading.Lock) -> None:
+        self.key = key
         self.slots = slots
         self.queue: deque[_Request] = deque()  # requests with segments not yet taken, in round-robin order
         self.queued = 0  # segments not yet taken
@@ -163,6 +174,9 @@ class Batcher:
         self._segments = 0
         self._merged = 0  # batches holding more than one caller's segments
         self._reruns = 0  # callers' parts run again on their own after a merged call failed
+        self._waited = 0.0  # seconds leaders spent waiting for their batch to fill
+        #: Moving mean of a backend call's seconds, per lane key (kept when the lane empties).
+        self._call_seconds: dict[tuple[int, str, str], float] = {}
 
     # ----- the one entry point ---------------------------------------------------------------------
     def translate(
@@ -184,7 +198,7 @@ class Batcher:
         with self._lock:
             lane = self._lanes.get(key)
             if lane is None:
-                lane = self._lanes[key] = _Lane(slots, self._lock)
+                lane = self._lanes[key] = _Lane(key, slots, self._lock)
             if lane.queued and lane.queued + len(batch) > self.limits.max_queued:
                 raise Saturated(
                     f"{lane.queued} segments already wait for {source}->{target}; retry shortly", 1
@@ -231,6 +245,7 @@ class Batcher:
                 "max_segments": self.limits.max_segments,
                 "max_chars": self.limits.max_chars,
                 "window_ms": round(self.limits.window * 1000, 3),
+                "waited_seconds": round(self._waited, 3),
             }
 
     # ----- under the lock ---------------------------------------------------------------------------
@@ -260,13 +275,16 @@ class Batcher:
     def _gather(self, lane: _Lane) -> list[_Item]:
         """The next batch, taken from the queue round-robin, one segment per caller per turn."""
         limits = self.limits
-        if lane.running > 1 and lane.queued < limits.max_segments and limits.window > 0:
-            end = time.monotonic() + limits.window  # busy: more callers are coming, wait a moment for them
+        window = min(limits.window, WINDOW_SHARE * self._call_seconds.get(lane.key, 0.0))
+        if lane.running > 1 and lane.queued < limits.max_segments and window > 0:
+            started = time.monotonic()  # busy: more callers are coming, wait a moment for them
+            end = started + window
             while lane.queued < limits.max_segments:
                 left = end - time.monotonic()
                 if left <= 0:
                     break
                 lane.grown.wait(left)
+            self._waited += time.monotonic() - started
         items: list[_Item] = []
         chars = 0
         while lane.queue and len(items) < limits.max_segments:
@@ -360,10 +378,12 @@ class Batcher:
         try:
             texts = [request.segments[i] for request, i in items]
             merged: BatchOutput | BaseException
+            called = time.monotonic()
             try:
                 merged = _checked(backend.translate_batch(texts, source, target), len(texts))
             except Exception as exc:  # noqa: BLE001 - handed to the caller(s) whose segments failed
                 merged = exc
+            self._timed(lane.key, time.monotonic() - called)
             if len(owners) == 1:
                 request, indexes = next(iter(owners.items()))
                 parts[request] = (indexes, merged)
@@ -397,6 +417,16 @@ class Batcher:
                     self._merged += 1
                 leader.busy = False  # back to waiting: it may be designated again
                 self._deliver(lane, parts)
+
+    def _timed(self, key: tuple[int, str, str], seconds: float) -> None:
+        """Fold a backend call's time into its lane's moving mean (the window is a share of it)."""
+        with self._lock:
+            if key not in self._call_seconds and len(self._call_seconds) >= MAX_CALL_TIMES:
+                self._call_seconds.clear()
+            mean = self._call_seconds.get(key)
+            self._call_seconds[key] = (
+                seconds if mean is None else (1 - CALL_TIME_WEIGHT) * mean + CALL_TIME_WEIGHT * seconds
+            )
 
     @staticmethod
     def _wait_for(context: JobContext | None) -> float | None:

@@ -306,3 +306,56 @@ def test_concurrent_engine_callers_get_their_own_translations(engine: Engine) ->
     assert results == alone
     status = engine.status()["batching"]
     assert status["batches"] >= 2 and status["segments"] == 2 * len(texts) and status["queue_depth"] == 0
+
+
+# ----- the adaptive window ------------------------------------------------------------------------------
+class Timed(FakeBackend):
+    """Each call takes ``seconds``."""
+
+    def __init__(self, seconds: float, parallel_calls: int) -> None:
+        super().__init__(parallel_calls=parallel_calls)
+        self.seconds = seconds
+
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        answer = super().translate_batch(batch, source, target)  # recorded at once
+        time.sleep(self.seconds)
+        return answer
+
+
+def test_a_busy_lane_waits_a_share_of_its_call_time_for_callers_to_meet() -> None:
+    backend = Timed(1.0, parallel_calls=2)
+    batcher = Batcher(BatchLimits(window=5.0))
+    alone = Caller(batcher, backend, ["warm"])  # an idle lane: no wait, and the call time is learnt (1 s)
+    alone.start()
+    alone.join(10)
+    assert batcher.stats()["waited_seconds"] == 0
+    first = Caller(batcher, backend, ["a"])
+    first.start()
+    wait_until(lambda: batcher.stats()["running_batches"] == 1 and len(backend.calls) == 2)
+    second = Caller(batcher, backend, ["b"])  # the lane is busy: it waits up to 0.25 s for company
+    second.start()
+    wait_until(lambda: batcher.stats()["running_batches"] == 2 and batcher.stats()["queue_depth"] == 1)
+    third = Caller(batcher, backend, ["c"])
+    third.start()
+    for caller in (first, second, third):
+        caller.join(10)
+        assert caller.error is None and caller.answer == BatchOutput((f"<{caller.texts[0]}>",))
+    assert backend.calls == [("warm",), ("a",), ("b", "c")]  # the third met the second in its batch
+    assert 0 < batcher.stats()["waited_seconds"] < 5.0
+
+
+def test_the_window_is_bounded_by_the_limit() -> None:
+    backend = Timed(0.2, parallel_calls=2)
+    batcher = Batcher(BatchLimits(window=0))  # no window at all: each caller of a busy lane goes alone
+    warm = Caller(batcher, backend, ["warm"])
+    warm.start()
+    warm.join(10)
+    first = Caller(batcher, backend, ["a"])
+    first.start()
+    wait_until(lambda: len(backend.calls) == 2)
+    second = Caller(batcher, backend, ["b"])
+    second.start()
+    wait_until(lambda: len(backend.calls) == 3)
+    for caller in (first, second):
+        caller.join(10)
+    assert backend.calls == [("warm",), ("a",), ("b",)] and batcher.stats()["waited_seconds"] == 0
