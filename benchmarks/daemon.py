@@ -457,6 +457,18 @@ def main(argv: list[str] | None = None) -> int:
                     f"{result.p99:>7.1f} {result.errors:>6} | {harness.ratio_text(times.ratio('http', name))}"
                 )
     eight = [r[5] for r in rows if r[0] == 8]
+    if eight and "batch" in eight[0].names:  # issue 10's targets, side by side in this run
+        checks = [("HTTP >= 80% of the engine's batch rate", "batch", 0.8)]
+        if "batching off" in eight[0].names:
+            checks.append(("HTTP >= 4x the daemon with batching off", "batching off", 4.0))
+        checks += [
+            (f"HTTP >= {n}x {name}", name, n) for name, n in (("LT default", 15.0), ("LT matched", 3.0))
+        ]
+        for text, side, bound in checks:
+            if side in eight[0].names:
+                got = eight[0].ratio("http", side)
+                verdict = "met" if got.median >= bound else "NOT met"
+                print(f"target at 8 clients ({text}): {verdict}, {harness.ratio_text(got)}")
     if eight:
         overhead = eight[0].paired("http", "in-process", lambda h, loc: 1 - h / loc if loc else float("nan"))
         verdict = "met" if overhead.median < 0.2 else "NOT met"
