@@ -246,6 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--libretranslate", metavar="URL", help="also load a running LibreTranslate server")
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a DRAGOMAN_* setting for the daemons and the in-process engine alike "
+        "(e.g. DRAGOMAN_INTER_THREADS=1); repeatable",
+    )
+    parser.add_argument(
         "--batching-off",
         action="store_true",
         help="also load a second daemon started with DRAGOMAN_BATCHING=0 (the engine's batcher off)",
@@ -277,6 +285,11 @@ def main(argv: list[str] | None = None) -> int:
         DRAGOMAN_GLOSSARY=str(tmp / "glossary.json"),
         DRAGOMAN_STATE_DIR=str(tmp / "state"),
     )
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name.startswith("DRAGOMAN_"):
+            parser.error(f"--set takes DRAGOMAN_NAME=VALUE, got {item!r}")
+        env[name] = value
     source, target = ("en", "es") if args.pack == "apertium" else ("en", "de")
     if args.pack != "apertium":
         pack = build_argos_pack(tmp / "packs" / "translate-en_de", "en", "de", size=args.pack)
@@ -296,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{min(map(len, TEXTS))}-{max(map(len, TEXTS))} characters; uvicorn with "
         f"{'httptools' if importlib.util.find_spec('httptools') else 'h11'} and "
         f"{'uvloop' if importlib.util.find_spec('uvloop') else 'asyncio'}"
+        + (f"; set: {', '.join(args.set)}" if args.set else "")
     )
     peer_urls: dict[str, str] = {}
     if args.libretranslate:

@@ -11,12 +11,13 @@ text-embeddings-inference's queue sit in front of a model:
   oldest waiting caller is woken as the next leader and runs whatever is queued, its own and others'.
 - **A budget.** A batch holds at most ``max_segments`` segments and ``max_chars`` characters (but always
   one segment): a backend call cannot be interrupted, so this also bounds how long cancellation waits.
-- **A short adaptive window.** A leader that starts while another batch of its lane is running (the lane
-  is busy, so more callers are coming) waits for the queue to fill its budget, for a share
-  (``WINDOW_SHARE``) of the lane's recent backend call time, at most ``window`` seconds: the callers of a
-  batch that just ended come back a few milliseconds apart, and a window in proportion to the call lets
-  them meet in the next batch instead of each starting a small one (a base-size pack's call is tens to
-  hundreds of milliseconds; a tiny one's, one). An idle lane never waits.
+- **A short adaptive window.** A leader that starts while another batch of its lane is running, or whose
+  lane's recent batches merged callers (``MERGED_CALLERS`` on average: they come back together), waits
+  for the queue to fill its budget, for a share (``WINDOW_SHARE``) of the lane's recent backend call time,
+  at most ``window`` seconds: the callers of a batch that just ended come back a few milliseconds apart,
+  and a window in proportion to the call lets them meet in the next batch instead of the first one back
+  starting a batch of its own (a base-size pack's call is tens to hundreds of milliseconds; a tiny one's,
+  one). A lone client's lane never waits.
 - **Fairness.** The queue is served round-robin between callers, one segment at a time: one caller's 256
   segments share every batch with the single-text callers that arrived behind them, never starve them.
 - **Isolation.** Each caller gets back exactly its own translations in order and its own notes; when a
@@ -61,7 +62,10 @@ BATCH_CHARS = 16_000
 BATCH_WINDOW = BATCH_WINDOW_MS / 1000
 #: The share of the lane's mean backend call time a leader of a busy lane waits (at most the window).
 WINDOW_SHARE = 0.25
-#: Weight of the latest call in the lanes' moving mean of backend call time.
+#: A lane whose batches held this many callers on (moving) average waits its window even when idle: its
+#: callers come back together after each batch, a few milliseconds apart. One client never waits.
+MERGED_CALLERS = 1.5
+#: Weight of the latest call in the lanes' moving means of backend call time and callers per batch.
 CALL_TIME_WEIGHT = 0.2
 #: Moving means kept (one per lane seen); past it they are all dropped and measured again.
 MAX_CALL_TIMES = 256
@@ -177,6 +181,8 @@ class Batcher:
         self._waited = 0.0  # seconds leaders spent waiting for their batch to fill
         #: Moving mean of a backend call's seconds, per lane key (kept when the lane empties).
         self._call_seconds: dict[tuple[int, str, str], float] = {}
+        #: Moving mean of the callers per batch, per lane key: above MERGED_CALLERS callers come together.
+        self._callers: dict[tuple[int, str, str], float] = {}
 
     # ----- the one entry point ---------------------------------------------------------------------
     def translate(
@@ -276,7 +282,9 @@ class Batcher:
         """The next batch, taken from the queue round-robin, one segment per caller per turn."""
         limits = self.limits
         window = min(limits.window, WINDOW_SHARE * self._call_seconds.get(lane.key, 0.0))
-        if lane.running > 1 and lane.queued < limits.max_segments and window > 0:
+        # Busy: another batch runs, or the lane's recent batches merged callers (they come back together).
+        busy = lane.running > 1 or self._callers.get(lane.key, 1.0) >= MERGED_CALLERS
+        if busy and lane.queued < limits.max_segments and window > 0:
             started = time.monotonic()  # busy: more callers are coming, wait a moment for them
             end = started + window
             while lane.queued < limits.max_segments:
@@ -383,7 +391,7 @@ class Batcher:
                 merged = _checked(backend.translate_batch(texts, source, target), len(texts))
             except Exception as exc:  # noqa: BLE001 - handed to the caller(s) whose segments failed
                 merged = exc
-            self._timed(lane.key, time.monotonic() - called)
+            self._timed(lane.key, time.monotonic() - called, len(owners))
             if len(owners) == 1:
                 request, indexes = next(iter(owners.items()))
                 parts[request] = (indexes, merged)
@@ -418,15 +426,16 @@ class Batcher:
                 leader.busy = False  # back to waiting: it may be designated again
                 self._deliver(lane, parts)
 
-    def _timed(self, key: tuple[int, str, str], seconds: float) -> None:
-        """Fold a backend call's time into its lane's moving mean (the window is a share of it)."""
+    def _timed(self, key: tuple[int, str, str], seconds: float, callers: int) -> None:
+        """Fold a backend call's time and callers into its lane's moving means (the window's inputs)."""
+        w = CALL_TIME_WEIGHT
         with self._lock:
             if key not in self._call_seconds and len(self._call_seconds) >= MAX_CALL_TIMES:
                 self._call_seconds.clear()
+                self._callers.clear()
             mean = self._call_seconds.get(key)
-            self._call_seconds[key] = (
-                seconds if mean is None else (1 - CALL_TIME_WEIGHT) * mean + CALL_TIME_WEIGHT * seconds
-            )
+            self._call_seconds[key] = seconds if mean is None else (1 - w) * mean + w * seconds
+            self._callers[key] = (1 - w) * self._callers.get(key, 1.0) + w * callers
 
     @staticmethod
     def _wait_for(context: JobContext | None) -> float | None:

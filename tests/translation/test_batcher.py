@@ -359,3 +359,24 @@ def test_the_window_is_bounded_by_the_limit() -> None:
     for caller in (first, second):
         caller.join(10)
     assert backend.calls == [("warm",), ("a",), ("b",)] and batcher.stats()["waited_seconds"] == 0
+
+
+def test_an_idle_lane_whose_batches_merged_callers_waits_for_them() -> None:
+    backend = Timed(1.0, parallel_calls=1)
+    batcher = Batcher(BatchLimits(window=5.0))
+    callers = [Caller(batcher, backend, [f"t{n}"]) for n in range(6)]
+    for caller in callers:  # the first runs at once (idle lane), the five others merge in the next call
+        caller.start()
+    for caller in callers:
+        caller.join(10)
+    assert len(backend.calls) == 2 and len(backend.calls[1]) == 5
+    assert batcher.stats()["waited_seconds"] == 0
+    first = Caller(batcher, backend, ["x"])  # the lane is idle but its callers come together: it waits
+    first.start()
+    wait_until(lambda: batcher.stats()["running_batches"] == 1 and batcher.stats()["queue_depth"] == 1)
+    second = Caller(batcher, backend, ["y"])
+    second.start()
+    for caller in (first, second):
+        caller.join(10)
+        assert caller.error is None and caller.answer == BatchOutput((f"<{caller.texts[0]}>",))
+    assert backend.calls[2] == ("x", "y") and batcher.stats()["waited_seconds"] > 0
