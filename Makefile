@@ -7,11 +7,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 # Debian packages: Apertium (the embedded default backend) with the pairs Debian has, Tesseract for OCR, and
 # poppler-utils (pdffonts: the PDF fidelity tests check the fonts of translated PDFs with it), LibreOffice
-# without its GUI (about 210 MB; the tests' external validator of DOCX and PPTX outputs).
+# without its GUI (about 210 MB; the tests' external validator of DOCX and PPTX outputs), gettext (msgfmt -c
+# validates the translated .po files).
 APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt apertium-fr-es \
 	apertium-spa-ita tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
 	fonts-dejavu-core fonts-noto-core fonts-noto-cjk \
-	poppler-utils libreoffice-writer-nogui libreoffice-impress-nogui
+	poppler-utils libreoffice-writer-nogui libreoffice-impress-nogui gettext
 
 .PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench clean
 
