@@ -1,4 +1,4 @@
-"""Fake translators for tests, benchmarks and examples: deterministic stand-ins for the engine.
+"""Fake translators (and a blocking engine) for tests, benchmarks and examples: deterministic stand-ins.
 
 Each satisfies :class:`~dragoman.documents.base.TextTranslator` (what document handlers call), records the
 texts of every call in ``calls``, and rewrites each text with a plain function, so a test can tell which
@@ -8,7 +8,14 @@ parts of a document went through translation and which were kept.
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Callable, Sequence
+
+from dragoman.languages.types import Language
+from dragoman.limits import Provenance
+from dragoman.progress import JobContext
+from dragoman.translation.types import TranslateOptions, TranslationResult
 
 
 class FakeTranslator:
@@ -56,3 +63,36 @@ class UpperTranslator(FakeTranslator):
         for kept, part in zip(self.protected.findall(text), parts[1:], strict=True):
             out += [kept, part.upper()]
         return "".join(out)
+
+
+class BlockingEngine:
+    """What the daemon needs of an engine, for saturation and shutdown tests: ``translate`` signals
+    :attr:`entered` and then waits (at most 30 s) for the test to set :attr:`release`."""
+
+    provenance: Provenance = "on-device"
+
+    def __init__(self) -> None:
+        self.started = time.time()
+        self.release = threading.Event()
+        self.entered = threading.Semaphore(0)
+
+    def pack_ids(self) -> list[str]:
+        return []
+
+    def loaded_packs(self) -> list[str]:
+        return []
+
+    def translate(
+        self, text: str, options: TranslateOptions, *, context: JobContext | None = None
+    ) -> TranslationResult:
+        self.entered.release()
+        assert self.release.wait(30)
+        return TranslationResult(text.upper(), "eng_Latn", "spa_Latn", "on-device", 0.0, options=options)
+
+    def translate_batch(
+        self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
+    ) -> list[TranslationResult]:
+        return [self.translate(t, options) for t in texts]
+
+    def languages(self, *, installed_only: bool = True) -> list[Language]:
+        return []

@@ -13,58 +13,23 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from dragoman.languages.types import Language
-from dragoman.limits import Provenance
-from dragoman.progress import JobContext
 from dragoman.server.daemon._protocol import ConnectionLimits, GuardedProtocol
 from dragoman.server.daemon.app import bind_socket, create_app, openapi_json, uvicorn_server
 from dragoman.settings import Settings
-from dragoman.translation.types import TranslateOptions, TranslationResult
-
-
-class StubEngine:
-    """What the daemon needs of an engine; ``translate`` waits for :attr:`release`."""
-
-    provenance: Provenance = "on-device"
-
-    def __init__(self) -> None:
-        self.started = time.time()
-        self.release = threading.Event()
-        self.entered = threading.Semaphore(0)
-
-    def pack_ids(self) -> list[str]:
-        return []
-
-    def loaded_packs(self) -> list[str]:
-        return []
-
-    def translate(
-        self, text: str, options: TranslateOptions, *, context: JobContext | None = None
-    ) -> TranslationResult:
-        self.entered.release()
-        assert self.release.wait(30)
-        return TranslationResult(text.upper(), "eng_Latn", "spa_Latn", "on-device", 0.0, options=options)
-
-    def translate_batch(
-        self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
-    ) -> list[TranslationResult]:
-        return [self.translate(t, options) for t in texts]
-
-    def languages(self, *, installed_only: bool = True) -> list[Language]:
-        return []
+from dragoman.testing.fakes import BlockingEngine
 
 
 class Daemon:
     """The daemon over a stub engine in a thread, with the given connection limits."""
 
     def __init__(self, limits: ConnectionLimits, workers: int = 2) -> None:
-        self.engine = StubEngine()
+        self.engine = BlockingEngine()
         app = create_app(self.engine, None, max_workers=workers, queue_limit=64, request_timeout=30)
         self.sock = bind_socket("127.0.0.1", 0)
         self.port: int = self.sock.getsockname()[1]
@@ -347,7 +312,7 @@ def test_the_settings_reach_the_protocol_and_the_openapi_document_lists_the_refu
     )
     limits = ConnectionLimits.from_settings(settings.daemon)
     assert (limits.max_connections, limits.header_timeout, limits.keep_alive) == (7, 3.5, 2.0)
-    server = uvicorn_server(create_app(StubEngine(), None), 30, limits)
+    server = uvicorn_server(create_app(BlockingEngine(), None), 30, limits)
     protocol = server.config.http
     assert isinstance(protocol, type) and issubclass(protocol, GuardedProtocol) and protocol.limits == limits
     assert server.config.ws == "none"

@@ -31,14 +31,12 @@ from support import needs_apertium
 from dragoman import __version__
 from dragoman.cli import main as cli_main
 from dragoman.errors import BackendError
-from dragoman.languages.types import Language
-from dragoman.limits import Provenance
-from dragoman.progress import JobContext
 from dragoman.server._http import host_name
 from dragoman.server.daemon.app import _checked, create_app, is_loopback
 from dragoman.server.daemon.portfile import daemon_file
 from dragoman.settings import Settings
 from dragoman.testing.daemon import BackgroundDaemon
+from dragoman.testing.fakes import BlockingEngine
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
 from dragoman.translation.types import TranslateOptions, TranslationResult
@@ -529,34 +527,6 @@ def test_cors_allowed_origin(engine: Engine, settings: Settings) -> None:
 
 
 # ----- saturation and shutdown (stub engine: it blocks until the test releases it) ------------------
-class BlockingEngine:
-    provenance: Provenance = "on-device"
-
-    def pack_ids(self) -> list[str]:
-        return []
-
-    def loaded_packs(self) -> list[str]:
-        return []
-
-    def __init__(self) -> None:
-        self.started = time.time()
-        self.release = threading.Event()
-        self.entered = threading.Semaphore(0)
-
-    def translate(
-        self, text: str, options: TranslateOptions, *, context: JobContext | None = None
-    ) -> TranslationResult:
-        self.entered.release()
-        assert self.release.wait(30)
-        return TranslationResult(text.upper(), "eng_Latn", "spa_Latn", "on-device", 0.0, options=options)
-
-    def translate_batch(
-        self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
-    ) -> list[TranslationResult]:
-        return [self.translate(t, options) for t in texts]
-
-    def languages(self, *, installed_only: bool = True) -> list[Language]:
-        return []
 
 
 def _in_flight(c: httpx.Client) -> int:
