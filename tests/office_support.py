@@ -28,28 +28,33 @@ needs_libreoffice = pytest.mark.skipif(
 COUNTED = ("p", "h1", "h2", "h3", "table", "tr", "td", "img", "a", "li")
 
 
+def _convert(path: Path, convert_to: str, work: str) -> subprocess.CompletedProcess[str]:
+    """LibreOffice, headless with a throwaway profile, converting ``path`` into the folder ``work``."""
+    assert SOFFICE is not None
+    profile = Path(work) / "profile"
+    return subprocess.run(
+        [
+            SOFFICE,
+            f"-env:UserInstallation=file://{profile}",
+            "--headless",
+            "--norestore",
+            "--convert-to",
+            convert_to,
+            "--outdir",
+            work,
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
 def libreoffice_elements(path: Path, convert_to: str = "html") -> Counter[str]:
     """The elements LibreOffice writes for ``path`` converted to HTML; fails when it cannot open it."""
-    assert SOFFICE is not None
     with tempfile.TemporaryDirectory(prefix="dragoman-lo-") as work:
-        profile = Path(work) / "profile"
-        done = subprocess.run(
-            [
-                SOFFICE,
-                f"-env:UserInstallation=file://{profile}",
-                "--headless",
-                "--norestore",
-                "--convert-to",
-                convert_to,
-                "--outdir",
-                work,
-                str(path),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
+        done = _convert(path, convert_to, work)
         converted = sorted(Path(work).glob(f"{path.stem}.*htm*"))
         assert done.returncode == 0 and converted, f"LibreOffice cannot open {path.name}: {done.stderr}"
         root = lxml.html.document_fromstring(converted[0].read_bytes())
@@ -64,26 +69,8 @@ ODF_COUNTED = ("page", "frame", "p", "table-cell", "object", "g", "custom-shape"
 def libreoffice_odf_elements(path: Path, convert_to: str) -> Counter[str]:
     """The elements of the OpenDocument file LibreOffice makes of ``path`` (``odp``, ``odt``, ``ods``),
     counted in its ``content.xml``; fails when LibreOffice cannot open ``path``."""
-    assert SOFFICE is not None
     with tempfile.TemporaryDirectory(prefix="dragoman-lo-") as work:
-        profile = Path(work) / "profile"
-        done = subprocess.run(
-            [
-                SOFFICE,
-                f"-env:UserInstallation=file://{profile}",
-                "--headless",
-                "--norestore",
-                "--convert-to",
-                convert_to,
-                "--outdir",
-                work,
-                str(path),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
+        done = _convert(path, convert_to, work)
         converted = Path(work) / f"{path.stem}.{convert_to}"
         assert done.returncode == 0 and converted.is_file(), (
             f"LibreOffice cannot open {path.name}: {done.stderr}"
