@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dragoman.settings import Settings
+
 APERTIUM_MODES = Path("/usr/share/apertium/modes")
 HAVE_APERTIUM = shutil.which("lt-proc") is not None and (APERTIUM_MODES / "eng-spa.mode").is_file()
 HAVE_TESSERACT = shutil.which("tesseract") is not None
@@ -18,3 +20,16 @@ needs_apertium = pytest.mark.skipif(
 needs_tesseract = pytest.mark.skipif(
     not HAVE_TESSERACT, reason="Tesseract is not installed: apt-get install tesseract-ocr"
 )
+
+
+def isolated_settings(root: Path, *, apertium: bool = False) -> Settings:
+    """Settings whose packs, glossary and state live under ``root`` (packs in ``root/packs``); Apertium left
+    out of routing unless asked, so only the packs a test builds there translate."""
+    return Settings.from_env(
+        {
+            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
+            "DRAGOMAN_GLOSSARY": str(root / "config" / "glossary.json"),
+            "DRAGOMAN_STATE_DIR": str(root / "state"),
+            "DRAGOMAN_APERTIUM": "1" if apertium else "0",
+        }
+    )

@@ -25,6 +25,7 @@ import anyio
 import httpx
 import pytest
 from mcp_support import hooked, stdio_session, structured
+from support import isolated_settings
 
 from dragoman.limits import MAX_TEXT_CHARS
 from dragoman.server.daemon.app import create_app
@@ -78,14 +79,7 @@ def chunks_of(text: str) -> int:
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     root = tmp_path_factory.mktemp("availability")
     build_argos_pack(root / "packs" / "translate-en_es", "en", "es")
-    return Settings.from_env(
-        {
-            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
-            "DRAGOMAN_GLOSSARY": str(root / "config" / "glossary.json"),
-            "DRAGOMAN_STATE_DIR": str(root / "state"),
-            "DRAGOMAN_APERTIUM": "0",
-        }
-    )
+    return isolated_settings(root)
 
 
 @pytest.fixture(scope="module")

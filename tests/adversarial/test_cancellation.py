@@ -26,6 +26,7 @@ import anyio
 import pytest
 from mcp_support import hooked, stdio_session, structured
 from PIL import Image
+from support import isolated_settings
 
 from dragoman.documents import ocr
 from dragoman.errors import Cancelled, EngineTimeout
@@ -79,14 +80,7 @@ def chunks_of(text: str) -> int:
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     root = tmp_path_factory.mktemp("cancellation")
     build_argos_pack(root / "packs" / "translate-en_es", "en", "es")
-    return Settings.from_env(
-        {
-            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
-            "DRAGOMAN_GLOSSARY": str(root / "config" / "glossary.json"),
-            "DRAGOMAN_STATE_DIR": str(root / "state"),
-            "DRAGOMAN_APERTIUM": "0",
-        }
-    )
+    return isolated_settings(root)
 
 
 @pytest.fixture(scope="module")

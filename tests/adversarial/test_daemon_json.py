@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
+from support import isolated_settings
 
 from dragoman.errors import InvalidRequest
 from dragoman.server._json import loads
 from dragoman.server.daemon.app import create_app
-from dragoman.settings import Settings
 from dragoman.testing.daemon import BackgroundDaemon
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
@@ -30,14 +30,7 @@ OK = b'{"text": "Hello.", "target": "de", "source": "en"}'
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     root = tmp_path_factory.mktemp("daemon-json")
     build_argos_pack(root / "packs" / "translate-en_de", "en", "de")
-    settings = Settings.from_env(
-        {
-            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
-            "DRAGOMAN_GLOSSARY": str(root / "glossary.json"),
-            "DRAGOMAN_STATE_DIR": str(root / "state"),
-            "DRAGOMAN_APERTIUM": "0",
-        }
-    )
+    settings = isolated_settings(root)
     with Engine(settings) as engine:
         app = create_app(engine, settings, max_workers=2, queue_limit=16, request_timeout=30)
         with BackgroundDaemon(app) as running, httpx.Client(base_url=running.url, timeout=60) as c:

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
+from support import isolated_settings
 
 from dragoman.errors import EngineTimeout
 from dragoman.languages.types import Language
@@ -95,14 +96,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     build_argos_pack(root / "packs" / "translate-en_de", "en", "de")
     broken = build_argos_pack(root / "packs" / "translate-en_fr", "en", "fr")
     (broken / "model" / "model.bin").write_bytes(b"not a model")  # loads, then fails: a real engine failure
-    return Settings.from_env(
-        {
-            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
-            "DRAGOMAN_GLOSSARY": str(root / "glossary.json"),
-            "DRAGOMAN_STATE_DIR": str(root / "state"),
-            "DRAGOMAN_APERTIUM": "0",
-        }
-    )
+    return isolated_settings(root)
 
 
 @pytest.fixture(scope="module")
