@@ -232,6 +232,52 @@ class DaemonSettings:
     )
 
 
+def _default_hosted_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME)) / "hosted"
+
+
+@dataclass(frozen=True)
+class HostedSettings:
+    """The hosted service (issue 12, ``../shared/design/HOSTED.md``): where its data lives, which components
+    it runs on (the embedded default: SQLite, the in-process job runner, the memory rate limiter, local files;
+    issue 13 switches each by configuration alone), and its product settings.
+
+    ``db_url`` None: SQLite at ``<data_dir>/hosted.sqlite3``; ``store_url`` None: files under
+    ``<data_dir>/files``. ``base_url`` None: absolute URLs (``poll_url``, exports) are built from the request.
+    """
+
+    data_dir: Path = field(default_factory=_default_hosted_dir, metadata=env("DRAGOMAN_HOSTED_DIR", as_path))
+    db_url: str | None = field(default=None, metadata=env("DRAGOMAN_DB_URL", as_str))
+    dispatch: str = field(default="inprocess", metadata=env("DRAGOMAN_DISPATCH", as_choice("inprocess")))
+    ratelimit_uri: str = field(default="memory://", metadata=env("DRAGOMAN_RATELIMIT_URI", as_str))
+    store_url: str | None = field(default=None, metadata=env("DRAGOMAN_STORE_URL", as_str))
+    hosted_host: str = field(default="127.0.0.1", metadata=env("DRAGOMAN_HOSTED_HOST", as_str))
+    hosted_port: int = field(default=8788, metadata=env("DRAGOMAN_HOSTED_PORT", as_int(0, 65535)))
+    base_url: str | None = field(default=None, metadata=env("DRAGOMAN_BASE_URL", as_str))
+    #: Jobs the in-process runner works on at once, seconds a claimed job's lease lasts without a heartbeat,
+    #: and attempts of a job whose engine failed before it is ``failed`` and refunded.
+    runner_workers: int = field(default=2, metadata=env("DRAGOMAN_RUNNER_WORKERS", as_int(1)))
+    lease_seconds: float = field(
+        default=30.0, metadata=env("DRAGOMAN_LEASE_SECONDS", as_float(0, above=True))
+    )
+    job_attempts: int = field(default=3, metadata=env("DRAGOMAN_JOB_ATTEMPTS", as_int(1)))
+    #: Webhooks to loopback and private addresses (refused otherwise: SSRF); operators and tests enable it.
+    webhooks_allow_private: bool = field(
+        default=False, metadata=env("DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE", as_bool)
+    )
+    #: Retention (days) of results and exports, and of uploads (HOSTED.md).
+    results_retention_days: float = field(
+        default=30.0, metadata=env("DRAGOMAN_RESULTS_RETENTION_DAYS", as_float(0, above=True))
+    )
+    uploads_retention_days: float = field(
+        default=7.0, metadata=env("DRAGOMAN_UPLOADS_RETENTION_DAYS", as_float(0, above=True))
+    )
+
+    @property
+    def database_url(self) -> str:
+        return self.db_url or f"sqlite:///{self.data_dir / 'hosted.sqlite3'}"
+
+
 # ----- the whole -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Settings:
@@ -240,6 +286,7 @@ class Settings:
     engine: EngineSettings = field(default_factory=EngineSettings)
     local: LocalSettings = field(default_factory=LocalSettings)
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
+    hosted: HostedSettings = field(default_factory=HostedSettings)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -284,6 +331,11 @@ def _read(section: type[Any], environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 #: The sections, by the attribute of :class:`Settings` that holds each.
-_SECTIONS: dict[str, type[Any]] = {"engine": EngineSettings, "local": LocalSettings, "daemon": DaemonSettings}
+_SECTIONS: dict[str, type[Any]] = {
+    "engine": EngineSettings,
+    "local": LocalSettings,
+    "daemon": DaemonSettings,
+    "hosted": HostedSettings,
+}
 #: Field name -> the section that holds it (names are unique across sections; a test keeps them so).
 _OWNER: dict[str, str] = {f.name: name for name, t in _SECTIONS.items() for f in dataclasses.fields(t)}
