@@ -16,7 +16,7 @@ import contextlib
 import errno
 import subprocess
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import Any, ClassVar
 
 
 class DragomanError(Exception):
@@ -257,6 +257,29 @@ class HeadersTooLarge(GateRefusal):
 
     status = 431
     code = "headers_too_large"
+
+
+# ----- hosted front door: Idempotency-Key (issue 12) -------------------------------------------------------
+class IdempotencyConflict(DragomanError):
+    """A request with this Idempotency-Key is still running; retry after ``retry_after`` seconds to get
+    its stored answer."""
+
+    status = 409
+    code = "idempotency_in_progress"
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "retry_after": self.retry_after}
+
+
+class IdempotencyMismatch(DragomanError):
+    """This Idempotency-Key was used within 24 hours for a different request (method, path or body)."""
+
+    status = 422
+    code = "idempotency_key_reused"
 
 
 class FileAccessError(DragomanError):
