@@ -290,6 +290,21 @@ class FileAccessError(DragomanError):
     code = "file_access"
 
 
+class InvalidWebhookUrl(InvalidRequest):
+    """A webhook URL that cannot be delivered to: not http(s), malformed, or a name or address the service
+    refuses to call (private, loopback, link-local, CGNAT, multicast, reserved, cloud metadata: SSRF)."""
+
+    code = "invalid_webhook_url"
+
+
+class WebhookVerificationError(DragomanError):
+    """A webhook a receiver got whose signature is missing or wrong, or whose timestamp is too old or too
+    new (replay protection; :func:`dragoman.webhooks.verify`)."""
+
+    status = 400
+    code = "invalid_webhook_signature"
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""
