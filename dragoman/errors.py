@@ -282,12 +282,136 @@ class IdempotencyMismatch(DragomanError):
     code = "idempotency_key_reused"
 
 
+# ----- hosted service: keys, credits, limits (issue 12) ---------------------------------------------------
+def _iso_ms(ms: int) -> str:
+    """An instant in ms since the epoch as ISO 8601 UTC with milliseconds (spec 2.2)."""
+    import datetime
+
+    moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+class PlanWithoutApi(GateRefusal):
+    """A valid API key whose account's plan does not include API access (spec 5.8, 7.1: 403)."""
+
+    status = 403
+    code = "plan_without_api"
+
+
+class InsufficientCredits(DragomanError):
+    """The balance the key spends (live or test credits) holds less than the work needs (402)."""
+
+    status = 402
+    code = "insufficient_credits"
+
+    def __init__(self, message: str, *, balance: int, required: int) -> None:
+        super().__init__(message)
+        self.balance = balance
+        self.required = required
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "balance": self.balance, "required": self.required}
+
+
+class MonthlyCapReached(DragomanError):
+    """The key's monthly credit cap would be passed (402 until the next UTC month, spec 7.1);
+    ``resets_at_ms`` is the start of that month (``resets_at`` in ISO 8601 in the body)."""
+
+    status = 402
+    code = "monthly_cap_reached"
+
+    def __init__(self, message: str, *, cap: int, spent: int, resets_at_ms: int) -> None:
+        super().__init__(message)
+        self.cap = cap
+        self.spent = spent
+        self.resets_at_ms = resets_at_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "cap": self.cap,
+            "spent": self.spent,
+            "resets_at": _iso_ms(self.resets_at_ms),
+        }
+
+
+class RateLimited(DragomanError):
+    """Over the key's requests per minute (fixed window, spec 8): 429 with ``Retry-After`` seconds."""
+
+    status = 429
+    code = "rate_limited"
+
+    def __init__(
+        self, message: str, *, retry_after: int, limit: int, remaining: int, resets_at_ms: int
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.limit = limit
+        self.remaining = remaining
+        self.resets_at_ms = resets_at_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "retry_after": self.retry_after,
+            "limit": self.limit,
+            "remaining": self.remaining,
+            "resets_at": _iso_ms(self.resets_at_ms),
+        }
+
+
+class QuotaExceeded(DragomanError):
+    """The key's daily character quota of hosted v2 would be passed (spec 7.2: 429, the error text exactly
+    'daily character quota exceeded', with ``remaining`` and ``limit``); it resets at 00:00 UTC."""
+
+    status = 429
+    code = "quota_exceeded"
+    MESSAGE: ClassVar[str] = "daily character quota exceeded"
+
+    def __init__(self, *, remaining: int, limit: int, resets_at_ms: int) -> None:
+        super().__init__(self.MESSAGE)
+        self.remaining = remaining
+        self.limit = limit
+        self.resets_at_ms = resets_at_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "remaining": self.remaining,
+            "limit": self.limit,
+            "resets_at": _iso_ms(self.resets_at_ms),
+        }
+
+
 class FileAccessError(DragomanError):
     """A file or folder the work needs cannot be read or written (permission denied, no space left, a
     read-only file system, a folder where a file belongs); the message names it and says what to do."""
 
     status = 500
     code = "file_access"
+
+
+# ----- the hosted service's jobs (issue 12) ------------------------------------------------------------
+class JobNotFound(DragomanError):
+    """A job (or batch) that does not exist, or belongs to another key: the two answer alike (spec 7.1: 404)."""
+
+    status = 404
+    code = "not_found"
+
+
+class JobFinished(DragomanError):
+    """A cancel of a job that is already done, failed or canceled (spec 3 and 7.1: 409); ``job_status`` is
+    the state it is in."""
+
+    status = 409
+    code = "job_finished"
+
+    def __init__(self, message: str, *, job_status: str) -> None:
+        super().__init__(message)
+        self.job_status = job_status
+
+    def to_dict(self) -> dict[str, str]:
+        return {**super().to_dict(), "status": self.job_status}
 
 
 class InvalidWebhookUrl(InvalidRequest):
