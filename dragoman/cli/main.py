@@ -444,6 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--json", action="store_true")
     _verbose(pp)
     packs.set_defaults(func=cmd_packs)
+
+    from dragoman.cli.hosted import register as register_hosted
+
+    register_hosted(sub)
     return parser
 
 
