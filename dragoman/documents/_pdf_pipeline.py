@@ -92,6 +92,9 @@ class PdfJob:
         self.requests: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.answers: queue.Queue[list[str] | None] = queue.Queue()
         self.report = DocumentReport()
+        # once run: the pages as read (their blocks) and the blocks' translations, for the DOCX export
+        self.works: list[PageWork] = []
+        self.translations: list[str] = []
         self.stopped = threading.Event()  # set when the caller gives up: the worker stops at the next page
 
     def run(self, progress: ProgressCallback | None) -> DocumentReport:
@@ -214,6 +217,7 @@ class PdfJob:
                 pdf_text.plain_text(b, t) for b, t in zip(blocks, translations, strict=True)
             )
             document.save(doc, self.output)
+            self.works, self.translations = works, translations
         finally:
             document.close(doc)
 

@@ -34,10 +34,14 @@ import zipfile
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lxml import etree  # type: ignore[import-untyped]
 
 from dragoman.documents import _zipcheck as zc
+from dragoman.documents._export import Outline, PageBreak, Table
+from dragoman.documents._export import Paragraph as ExportParagraph
+from dragoman.documents._export import Run as ExportRun
 from dragoman.documents._ooxml_runs import OoxmlRunWriter
 from dragoman.documents._runs import BARRIER, Paragraph, Piece, encode, translate_paragraphs, xml_safe
 from dragoman.documents.base import DocumentReport, TextTranslator
@@ -512,16 +516,103 @@ class DocxHandler:
         return report
 
 
-def write_docx_export(paragraphs: Sequence[str], output: Path, *, rtl: bool) -> None:
-    """Write ``paragraphs`` as a simple DOCX at ``output``: one paragraph each, line breaks kept,
-    set right-to-left when ``rtl``."""
+def write_docx_export(content: Sequence[str] | Outline, output: Path, *, rtl: bool) -> None:
+    """Write ``content`` as a new DOCX at ``output``, set right-to-left when ``rtl``.
+
+    ``content`` is either plain paragraphs (one paragraph each, line breaks kept) or an
+    :class:`~dragoman.documents._export.Outline` (the PDF handler's export): headings in Word's Heading 1-3
+    styles, list items in List Bullet / List Number, tables as Word tables, page breaks, bold, italic and
+    monospace runs, and the running header and footer (with a page number field) in the section's."""
     import docx
 
     document = docx.Document()
-    for text in paragraphs:
-        paragraph = document.add_paragraph()
-        run = paragraph.add_run(xml_safe(text))  # python-docx turns "\n" into breaks and "\t" into tabs
-        if rtl:
-            _mark_paragraph(paragraph._p)
-            _mark_run(run._r, _Script(rtl=True, complex=True))
+    if isinstance(content, Outline):
+        _write_outline(document, content, rtl=rtl)
+    else:
+        for text in content:
+            paragraph = document.add_paragraph()
+            run = paragraph.add_run(xml_safe(text))  # python-docx turns "\n" into breaks and "\t" into tabs
+            if rtl:
+                _mark_paragraph(paragraph._p)
+                _mark_run(run._r, _Script(rtl=True, complex=True))
     document.save(str(output))
+
+
+#: Word's styles (in python-docx's default template) for the export's paragraphs.
+_LIST_STYLES = {"bullet": "List Bullet", "number": "List Number"}
+#: The font of monospace runs in the export.
+_CODE_FONT = "Courier New"
+
+
+def _write_outline(document: Any, outline: Outline, *, rtl: bool) -> None:
+    body = document.element.body
+    for item in outline.items:
+        if isinstance(item, PageBreak):
+            document.add_page_break()
+        elif isinstance(item, Table):
+            _write_table(document, item, rtl=rtl)
+        else:
+            _write_paragraph(document.add_paragraph(), item, rtl=rtl)
+    if not len(body.findall(w("p"))) and not len(body.findall(w("tbl"))):
+        document.add_paragraph()
+    section = document.sections[0]
+    if outline.header:
+        _write_runs(section.header.paragraphs[0], (ExportRun(outline.header),), rtl=rtl)
+    if outline.footer or outline.page_numbers:
+        paragraph = section.footer.paragraphs[0]
+        if outline.footer:
+            _write_runs(paragraph, (ExportRun(outline.footer),), rtl=rtl)
+        if outline.page_numbers:
+            if outline.footer:
+                paragraph.add_run("\t")
+            _page_field(paragraph)
+
+
+def _write_paragraph(paragraph: Any, item: ExportParagraph, *, rtl: bool) -> None:
+    if item.heading:
+        paragraph.style = f"Heading {item.heading}"
+    elif item.list_kind is not None:
+        paragraph.style = _LIST_STYLES[item.list_kind]
+    _write_runs(paragraph, item.runs, rtl=rtl)
+
+
+def _write_runs(paragraph: Any, runs: Sequence[ExportRun], *, rtl: bool) -> None:
+    for piece in runs:
+        run = paragraph.add_run(xml_safe(piece.text))
+        if piece.bold:
+            run.bold = True
+        if piece.italic:
+            run.italic = True
+        if piece.code:
+            run.font.name = _CODE_FONT
+        if rtl:
+            _mark_run(run._r, _Script(rtl=True, complex=True))
+    if rtl:
+        _mark_paragraph(paragraph._p)
+
+
+def _write_table(document: Any, table: Table, *, rtl: bool) -> None:
+    columns = max((len(row) for row in table.rows), default=0)
+    if not columns:
+        return
+    grid = document.add_table(rows=len(table.rows), cols=columns)
+    grid.style = "Table Grid"
+    if rtl:
+        grid._tbl.tblPr.get_or_add_bidiVisual()  # the first column on the right
+    for row, cells in zip(grid.rows, table.rows, strict=True):
+        for cell, paragraphs in zip(row.cells, cells, strict=False):
+            for index, item in enumerate(paragraphs):
+                _write_paragraph(cell.paragraphs[0] if index == 0 else cell.add_paragraph(), item, rtl=rtl)
+            if rtl and not paragraphs:
+                _mark_paragraph(cell.paragraphs[0]._p)
+
+
+def _page_field(paragraph: Any) -> None:
+    """A ``PAGE`` field (the page's number) at the end of ``paragraph``."""
+    field = paragraph._p.makeelement(w("fldSimple"), {w("instr"): " PAGE "})
+    run = field.makeelement(w("r"), {})
+    text = run.makeelement(w("t"), {})
+    text.text = "1"
+    run.append(text)
+    field.append(run)
+    paragraph._p.append(field)

@@ -30,14 +30,19 @@ around it before its translation is written there. A document of scans only, wit
 with a warning. Encrypted PDFs are refused (decrypt first), as are corrupt ones.
 
 Besides the PDF, the translated text is exported as DOCX, ``NAME.<target>.docx`` beside the output
-(``DocumentReport.extra_outputs["docx"]``), never over an existing file. PyMuPDF is imported only when a
+(``DocumentReport.extra_outputs["docx"]``), never over an existing file, with the document's structure
+(:mod:`dragoman.documents._pdf_docx_export`): headings as Word headings, tables as Word tables, list items,
+columns in reading order, a page break between pages, running headers and footers in the section's header
+and footer rather than in the text, inline bold, italic and monospace runs. PyMuPDF is imported only when a
 PDF is translated.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+from dragoman.documents._export import Outline
 from dragoman.documents.base import DocumentReport, TextTranslator, atomic_output
 from dragoman.languages.catalogue import get
 from dragoman.progress import ProgressCallback
@@ -58,21 +63,26 @@ class PdfHandler:
     def translate(
         self, source: Path, output: Path, translate: TextTranslator, progress: ProgressCallback | None
     ) -> DocumentReport:
+        from dragoman.documents._pdf_docx_export import outline
         from dragoman.documents._pdf_pipeline import PdfJob
 
-        report = PdfJob(source, output, translate).run(progress)
-        paragraphs = [box.translation for box in report.boxes]
-        self.export_docx(paragraphs, export_name(source, output, translate.target), translate.target, report)
+        job = PdfJob(source, output, translate)
+        report = job.run(progress)
+        structure = outline(job.works, job.translations)
+        self.export_docx(structure, export_name(source, output, translate.target), translate.target, report)
         return report
 
     @staticmethod
-    def export_docx(paragraphs: list[str], destination: Path, target: str, report: DocumentReport) -> None:
-        """The translated text as DOCX at ``destination``, skipped with a warning if that file exists."""
+    def export_docx(
+        content: Sequence[str] | Outline, destination: Path, target: str, report: DocumentReport
+    ) -> None:
+        """The translated text as DOCX at ``destination`` (plain paragraphs, or the document's structure:
+        headings, tables, lists, reading order), skipped with a warning if that file exists."""
         from dragoman.documents.docx import write_docx_export
 
         if destination.exists():
             report.warnings.append(f"{destination.name} exists; the DOCX export was not written over it")
             return
         with atomic_output(destination) as partial:
-            write_docx_export(paragraphs, partial, rtl=get(target).rtl)
+            write_docx_export(content, partial, rtl=get(target).rtl)
         report.extra_outputs["docx"] = destination
