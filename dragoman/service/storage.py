@@ -1,0 +1,218 @@
+"""The hosted service's files (uploads, exports, later audio) over obstore (HOSTED.md: components).
+
+One machine keeps them in an obstore ``LocalStore`` under ``<data_dir>/files``; ``DRAGOMAN_STORE_URL`` names
+another place (``file:///…`` now, ``s3://…`` in issue 13) and nothing else changes. Keys are relative paths
+without a leading slash, e.g. ``uploads/<uuid>/<name>`` and ``exports/<job_id>/<file>``.
+
+:meth:`Storage.put_stream` writes a stream of chunks without holding it in memory, computes its sha256 on the
+way and stops past a size bound with :class:`~dragoman.errors.FileTooLarge` (413). obstore's put is atomic (a
+staged part renamed at the end, a multipart upload completed at the end), so a stream cut short by the bound,
+by a client that went away or by a full disk leaves no object behind; the local store also removes the
+folders the failed write created.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import obstore
+from obstore.store import LocalStore
+
+from dragoman.errors import ConfigError, FileAccessError, FileTooLarge, InvalidRequest
+
+if TYPE_CHECKING:
+    from dragoman.settings import HostedSettings
+
+#: Chunks obstore's multipart writer buffers per part (memory held per upload is about this much).
+PART_SIZE = 8 * 1024 * 1024
+
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9._=+@,-][A-Za-z0-9 ._=+@,()-]{0,199}$")
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object in the store: its key, size in bytes and last modification (UTC)."""
+
+    key: str
+    size: int
+    modified: datetime
+
+    @property
+    def modified_ms(self) -> int:
+        return int(self.modified.timestamp() * 1000)
+
+
+def check_key(key: str) -> str:
+    """``key`` if it is a safe relative key (segments of letters, digits and ``._-=+@,() ``; no ``..``, no
+    empty segment, no leading slash); :class:`~dragoman.errors.InvalidRequest` otherwise."""
+    segments = key.split("/")
+    if (
+        not key
+        or len(key) > 1024
+        or any(s in ("", ".", "..") or not _SAFE_SEGMENT.match(s) for s in segments)
+    ):
+        raise InvalidRequest(f"not a valid storage key: {key!r}")
+    return key
+
+
+def safe_name(name: str, *, default: str = "file") -> str:
+    """A client's file name reduced to a safe key segment (its base name; other characters become ``_``)."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    cleaned = re.sub(r"[^A-Za-z0-9._=+@,()-]", "_", base).lstrip(".")[:200]
+    return cleaned or default
+
+
+class _TooLarge(Exception):
+    """Raised inside the chunk iterator so obstore abandons the write (mapped to FileTooLarge after)."""
+
+
+class Storage:
+    """Files of the hosted service in one obstore store (see the module's notes)."""
+
+    def __init__(self, store: LocalStore, *, root: Path | None = None) -> None:
+        self.store = store
+        #: The local folder behind a local store (None for a remote one): failed writes tidy folders in it.
+        self.root = root
+
+    @classmethod
+    def local(cls, root: Path) -> Storage:
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True)
+        return cls(LocalStore(root, mkdir=True, automatic_cleanup=True), root=root)
+
+    @classmethod
+    def from_settings(cls, hosted: HostedSettings) -> Storage:
+        """The store ``hosted.store_url`` names: None → ``<data_dir>/files``; ``file:///path``."""
+        url = hosted.store_url
+        if url is None:
+            return cls.local(hosted.data_dir / "files")
+        if url.startswith("file://"):
+            path = url.removeprefix("file://")
+            if not path.startswith("/"):
+                raise ConfigError(f"DRAGOMAN_STORE_URL={url!r}: a file:// URL names an absolute path")
+            return cls.local(Path(path))
+        raise ConfigError(
+            f"DRAGOMAN_STORE_URL={url!r}: only file:// stores are supported on one machine (s3:// comes with "
+            "the scaled-out mode)"
+        )
+
+    # ----- writing ------------------------------------------------------------------------------------
+    def put_stream(self, key: str, chunks: Iterable[bytes], max_bytes: int) -> tuple[int, str]:
+        """Write ``chunks`` under ``key``: ``(size, sha256 hex)``. Past ``max_bytes`` raises
+        :class:`~dragoman.errors.FileTooLarge` (413) and nothing is left behind, as on any other failure
+        (the chunk iterator's own errors rise unchanged)."""
+        check_key(key)
+        digest = hashlib.sha256()
+        size = 0
+
+        def counted() -> Iterator[bytes]:
+            nonlocal size
+            for chunk in chunks:
+                if not chunk:
+                    continue
+                size += len(chunk)
+                if size > max_bytes:
+                    raise _TooLarge
+                digest.update(chunk)
+                yield bytes(chunk)
+
+        try:
+            obstore.put(self.store, key, counted(), chunk_size=PART_SIZE, max_concurrency=2)
+        except _TooLarge:
+            self._tidy(key)
+            raise FileTooLarge(f"the file is larger than the {max_bytes:,} bytes accepted") from None
+        except OSError as exc:
+            self._tidy(key)
+            raise FileAccessError(f"storing {key}: {exc}") from exc
+        except BaseException:
+            self._tidy(key)
+            raise
+        return size, digest.hexdigest()
+
+    def put_bytes(self, key: str, data: bytes) -> str:
+        """Write ``data`` under ``key`` (atomic); its sha256 hex."""
+        check_key(key)
+        try:
+            obstore.put(self.store, key, data)
+        except OSError as exc:
+            raise FileAccessError(f"storing {key}: {exc}") from exc
+        return hashlib.sha256(data).hexdigest()
+
+    def put_file(self, key: str, path: Path) -> tuple[int, str]:
+        """Copy the local file ``path`` under ``key`` (streamed); ``(size, sha256 hex)``."""
+
+        def chunks() -> Iterator[bytes]:
+            with open(path, "rb") as handle:
+                while block := handle.read(1024 * 1024):
+                    yield block
+
+        return self.put_stream(key, chunks(), max_bytes=1 << 62)
+
+    # ----- reading ------------------------------------------------------------------------------------
+    def open_stream(self, key: str, *, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
+        """The object's bytes in chunks; :class:`FileNotFoundError` when there is none (raised at once)."""
+        check_key(key)
+        result = obstore.get(self.store, key)
+        return iter(result.stream(min_chunk_size=chunk_size))
+
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object (for small ones); :class:`FileNotFoundError` when there is none."""
+        check_key(key)
+        return bytes(obstore.get(self.store, key).bytes())
+
+    def exists(self, key: str) -> bool:
+        check_key(key)
+        try:
+            obstore.head(self.store, key)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def size(self, key: str) -> int:
+        check_key(key)
+        return int(obstore.head(self.store, key)["size"])
+
+    def list(self, prefix: str = "") -> list[StoredObject]:
+        """Every object whose key starts with the folder ``prefix`` (whole segments), oldest first."""
+        if prefix:
+            check_key(prefix.rstrip("/"))
+        found: list[StoredObject] = []
+        for batch in obstore.list(self.store, prefix.rstrip("/") or None, chunk_size=500):
+            found.extend(StoredObject(m["path"], int(m["size"]), m["last_modified"]) for m in batch)
+        found.sort(key=lambda o: (o.modified, o.key))
+        return found
+
+    # ----- removing -----------------------------------------------------------------------------------
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; False when there was nothing to remove."""
+        check_key(key)
+        try:
+            obstore.delete(self.store, key)
+        except FileNotFoundError:
+            return False
+        self._tidy(key)
+        return True
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Remove every object under the folder ``prefix``; how many were removed."""
+        return sum(self.delete(obj.key) for obj in self.list(prefix))
+
+    def _tidy(self, key: str) -> None:
+        """On a local store, remove the folders of ``key`` left empty (best effort)."""
+        if self.root is None:
+            return
+        folder = (self.root / key).parent
+        root = self.root.resolve()
+        while folder.resolve() != root and root in folder.resolve().parents:
+            try:
+                os.rmdir(folder)
+            except OSError:
+                return
+            folder = folder.parent
