@@ -283,11 +283,39 @@ def _add_keys(groups: _SubParsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_keys_rotate)
 
 
+# ----- serve -----------------------------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.server.hosted.serve import serve
+
+    return serve(settings, host=args.host, port=args.port)
+
+
+def _add_serve(groups: _SubParsers[argparse.ArgumentParser]) -> None:
+    p = groups.add_parser(
+        "serve",
+        help="run the hosted service (migrates, starts the job runner and webhook dispatcher, serves HTTP)",
+    )
+    p.add_argument(
+        "--host", default=None, help="address to listen on (default DRAGOMAN_HOSTED_HOST, 127.0.0.1)"
+    )
+    p.add_argument(
+        "--port",
+        type=_whole(0),
+        default=None,
+        help="port (default DRAGOMAN_HOSTED_PORT, 8788; 0: any free one)",
+    )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log more (to stderr)"
+    )
+    p.set_defaults(func=cmd_serve)
+
+
 #: The groups of ``dragoman hosted``; a new group is a function taking the subparsers, added here.
 GROUPS: tuple[Callable[[_SubParsers[argparse.ArgumentParser]], None], ...] = (
     _add_migrate,
     _add_accounts,
     _add_keys,
+    _add_serve,
 )
 
 
