@@ -17,7 +17,8 @@ their translations into an :class:`~dragoman.documents._export.Outline`:
   are in), or bold at the body's size; the largest size is Heading 1, the next Heading 2, the rest 3.
 * **Lists**: a line starting with a bullet or an enumerator (``1.``, ``a)``) is a list item, its marker
   left to Word's list style.
-* **Inline looks**: bold, italic and monospace runs as the pipeline read them (its placeholders).
+* **Inline looks**: bold, italic and monospace runs as the pipeline read them (its placeholders); blocks
+  of code (all in monospace, left untranslated in the PDF) are paragraphs in a monospace font.
 
 Every step sorts or walks the blocks a bounded number of times (the XY cut stops at :data:`MAX_DEPTH`
 levels), so the cost grows with the number of blocks times its logarithm.
@@ -71,6 +72,7 @@ class _Entry:
     y0: float
     x1: float
     y1: float
+    code: bool = False  # a block all in monospace, left untranslated
 
     @property
     def size(self) -> float:
@@ -79,9 +81,10 @@ class _Entry:
 
 @dataclass
 class _Grid:
-    """A table found on a page: its entries by row and column, and its box."""
+    """A table found on a page: its entries by row and column (none, one, or a few side by side that
+    fall into one column), and its box."""
 
-    cells: list[list[_Entry | None]]
+    cells: list[list[list[_Entry]]]
     x0: float
     y0: float
     x1: float
@@ -104,12 +107,16 @@ def outline(works: Sequence[PageWork], translations: Sequence[str]) -> Outline:
             if translation.strip():
                 r = block.rect
                 entries.append(_Entry(block, translation, r.x0, r.y0, r.x1, r.y1))
+        for block in work.code:  # code, as it is
+            r = block.rect
+            entries.append(_Entry(block, block.text, r.x0, r.y0, r.x1, r.y1, code=True))
         position += len(work.blocks)
         pages.append(entries)
     heights = [_page_height(work, entries) for work, entries in zip(works, pages, strict=True)]
     body, header, footer, numbers = _furniture(pages, heights)
-    size = _body_size([e for entries in body for e in entries])
-    levels = _heading_levels([e for entries in body for e in entries], size)
+    prose = [e for entries in body for e in entries if not e.code]
+    size = _body_size(prose)
+    levels = _heading_levels(prose, size)
     items: list[Item] = []
     counts: Counter[str] = Counter()
     started = False
@@ -290,13 +297,16 @@ def _tables(entries: list[_Entry], body: float) -> list[_Node]:
 
 
 def _grid(rows: list[list[_Entry]]) -> _Grid | None:
-    """The rows as a table, when their cells fall into columns (one cell of a row to a column); None when
-    they do not, or when they are columns of running text."""
+    """The rows as a table, when their cells fall into two or more columns (the columns of the rows with
+    the most cells; a cell belongs to the column it starts in, and cells of a row that start in one
+    column are one cell); None when they do not, or when they are columns of running text."""
     cells = [e for row in rows for e in row]
     if sum(e.block.lines for e in cells) > CELL_LINES * len(cells):
         return None
-    spans: list[list[float]] = []  # the columns: x-extents of overlapping cells merged
-    for entry in sorted(cells, key=lambda e: e.x0):
+    widest = max(len(row) for row in rows)
+    full = [e for row in rows if len(row) == widest for e in row]  # the rows that have every column
+    spans: list[list[float]] = []  # the columns: x-extents of their overlapping cells merged
+    for entry in sorted(full, key=lambda e: e.x0):
         if spans and entry.x0 < spans[-1][1] - 1:
             spans[-1][1] = max(spans[-1][1], entry.x1)
         else:
@@ -304,16 +314,14 @@ def _grid(rows: list[list[_Entry]]) -> _Grid | None:
     if len(spans) < 2:
         return None
     starts = [span[0] for span in spans]
-    grid: list[list[_Entry | None]] = []
+    grid: list[list[list[_Entry]]] = []
     for row in rows:
-        line: list[_Entry | None] = [None] * len(spans)
+        line: list[list[_Entry]] = [[] for _ in spans]
         column = 0
         for entry in row:  # left to right, as the columns
             while column + 1 < len(spans) and starts[column + 1] <= entry.x0 + 1:
                 column += 1
-            if line[column] is not None:
-                return None
-            line[column] = entry
+            line[column].append(entry)
         grid.append(line)
     return _Grid(
         grid,
@@ -327,7 +335,7 @@ def _grid(rows: list[list[_Entry]]) -> _Grid | None:
 def _table(grid: _Grid) -> Table:
     return Table(
         tuple(
-            tuple(() if cell is None else tuple(_paragraphs(cell, 0, split=False)) for cell in row)
+            tuple(tuple(p for entry in cell for p in _paragraphs(entry, 0, split=False)) for cell in row)
             for row in grid.cells
         )
     )
@@ -441,6 +449,8 @@ def _paragraphs(entry: _Entry, level: int, *, split: bool = True) -> list[Paragr
     """An entry as paragraphs: a heading, list items (a line each), or one paragraph (its line breaks
     kept)."""
     runs = _runs(entry)
+    if entry.code:
+        return [Paragraph(tuple(runs))]
     if level:
         return [Paragraph(tuple(_joined(runs)), heading=level)]
     lines = [line for line in _lines(runs) if line]

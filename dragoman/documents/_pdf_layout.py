@@ -102,6 +102,7 @@ class PageWork:
     blocks: list[Block] = field(default_factory=list)
     skipped_angled: int = 0
     kept_code: int = 0  # blocks all in monospace (code), left as they are
+    code: list[Block] = field(default_factory=list)  # those blocks (formulas aside), for the DOCX export
     obstacles: list[pymupdf.Rect] = field(default_factory=list)
     page_rect: pymupdf.Rect | None = None
 
@@ -469,6 +470,26 @@ def _union(boxes: list[Box]) -> Box:
     return x0, y0, x1, y1
 
 
+def code_block(number: int, lines: list[dict[str, Any]]) -> Block | None:
+    """A block of code (all in monospace) as it reads, line by line, for the DOCX export; None for a
+    formula (mathematical fonts)."""
+    lines = [line for line in lines if any(s["text"].strip() for s in line["spans"])]
+    spans = [s for line in lines for s in line["spans"] if s["text"].strip()]
+    style = fonts.style_of(spans[0])
+    if not style.code:
+        return None
+    boxes: list[Box] = [line["bbox"] for line in lines]
+    text = "\n".join("".join(s["text"] for s in line["spans"]).rstrip() for line in lines)
+    return Block(
+        page=number,
+        rect=pymupdf.Rect(_union(boxes)),
+        text=text,
+        style=style,
+        lines=len(lines),
+        line_rects=boxes,
+    )
+
+
 def page_blocks(page: pymupdf.Page, *, grow: bool = True) -> PageWork:
     """The text blocks of a page in reading order, each with the room its translation may take."""
     work = PageWork(number=page.number or 0)
@@ -485,6 +506,9 @@ def page_blocks(page: pymupdf.Page, *, grow: bool = True) -> PageWork:
                     work.skipped_angled += 1
                 elif block == "code":
                     work.kept_code += 1
+                    kept = code_block(work.number, lines)
+                    if kept is not None:
+                        work.code.append(kept)
                 elif isinstance(block, Block) and block.text:
                     work.blocks.append(block)
     for block in work.blocks:

@@ -179,6 +179,21 @@ def test_real_manual_keeps_headings_lists_and_leaves_out_its_running_header(tmp_
     assert len(breaks) == 2  # three pages
 
 
+def test_real_manual_keeps_its_property_table_and_its_code(tmp_path: Path) -> None:
+    source = tmp_path / "fontconfig.pdf"
+    source.write_bytes((REAL / "fontconfig-user-p1-3.pdf").read_bytes())
+    document, _ = translated(source)
+    rows = [
+        [cell.text for cell in row.cells] for kind, t in body(document) if kind == "table" for row in t.rows
+    ]
+    assert ["slant", "Int", "Italic, oblique or roman"] in rows  # the table is in monospace: kept as is
+    assert len(rows) > 30
+    [synopsis] = [
+        p for kind, p in body(document) if kind == "p" and p.text.startswith("/etc/fonts/fonts.conf")
+    ]
+    assert "/etc/fonts/conf.d" in synopsis.text and synopsis.runs[0].font.name == "Courier New"
+
+
 @pytest.mark.parametrize("name", ["fontconfig-user-p1-3.pdf", "libtasn1-p5-11.pdf"])
 def test_real_manuals_have_word_headings(tmp_path: Path, name: str) -> None:
     source = tmp_path / name
