@@ -317,16 +317,22 @@ class GuardedBackend(httpcore.NetworkBackend):
 
 
 def guarded_client(
-    *, allow_private: bool, timeout: float = 10.0, resolver: Resolver | None = None, max_connections: int = 32
+    *,
+    allow_private: bool,
+    timeout: float = 10.0,
+    resolver: Resolver | None = None,
+    max_connections: int = 32,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> httpx.Client:
     """An httpx client for webhooks: the guarded, pinning backend; ``timeout`` seconds per operation and per
     connection in all; no redirects; no proxies or ``.netrc`` from the environment; no kept-alive connections
-    (each delivery resolves, checks and connects afresh)."""
+    (each delivery resolves, checks and connects afresh). ``ssl_context``: the certificates trusted (default:
+    httpx's, certifi's roots)."""
     transport = httpx.HTTPTransport(
         limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=0), retries=0
     )
     transport._pool = httpcore.ConnectionPool(  # the one way to give httpx a network backend
-        ssl_context=httpx.create_ssl_context(),
+        ssl_context=ssl_context or httpx.create_ssl_context(),
         max_connections=max_connections,
         max_keepalive_connections=0,
         retries=0,

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import http.server
 import socket
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -222,3 +225,41 @@ def test_no_redirects_and_no_proxy_from_the_environment(monkeypatch: pytest.Monk
         assert client.follow_redirects is False
         assert client.trust_env is False
         assert client.timeout == httpx.Timeout(10.0)
+
+
+def test_https_to_the_pinned_address_keeps_sni_and_the_certificate_check(tmp_path: Path) -> None:
+    """TLS goes to the checked address while SNI, the certificate's name and Host stay the URL's name."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subject = ["-subj", "/CN=hooks.example", "-addext", "subjectAltName=DNS:hooks.example"]
+    command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *subject]
+    subprocess.run(
+        [*command, "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True, timeout=60
+    )
+    names: list[str | None] = []
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+
+    def note_sni(_sock: ssl.SSLObject, name: str | None, _ctx: ssl.SSLContext) -> None:
+        names.append(name)
+
+    server_context.set_servername_callback(note_sni)  # type: ignore[arg-type]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    server.socket = server_context.wrap_socket(server.socket, server_side=True)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        trusted = ssl.create_default_context(cafile=str(cert))
+        resolver = lambda _h, _p: ["127.0.0.1"]  # noqa: E731
+        with netguard.guarded_client(allow_private=True, resolver=resolver, ssl_context=trusted) as client:
+            response = client.post(f"https://hooks.example:{port}/x", content=b"{}")
+            assert response.status_code == 200
+            assert response.text == f"host=hooks.example:{port}"
+            assert names == ["hooks.example"]
+        with netguard.guarded_client(allow_private=True, resolver=resolver, ssl_context=trusted) as client:
+            with pytest.raises(httpx.ConnectError):  # a name the certificate does not carry: refused
+                client.post(f"https://other.example:{port}/x", content=b"{}")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
