@@ -36,6 +36,7 @@ from dragoman.translation.engine import Engine
 from dragoman.translation.types import TranslateOptions, TranslationResult
 
 FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+REAL_PDF = Path(__file__).parent.parent / "data" / "real" / "pdf"
 
 
 def nfkc(text: str) -> str:
@@ -128,12 +129,16 @@ def docx_bytes(paragraphs: int = 3) -> bytes:
     return out.getvalue()
 
 
-def pdf_bytes(lines: Sequence[str] = ("The house is red.", "The garden is big and green.")) -> bytes:
+def pdf_bytes(
+    lines: Sequence[str] = ("The house is red.", "The garden is big and green."), *, bookmarks: bool = False
+) -> bytes:
     opener: Any = pymupdf.open
     doc = opener()
     page = doc.new_page()
     for i, line in enumerate(lines):
         page.insert_text((72, 100 + 40 * i), line, fontsize=12)
+    if bookmarks:  # translated too: one more translator call after the pages' texts
+        doc.set_toc([[1, "The first chapter", 1], [2, "A small section", 1]])
     data = doc.tobytes()
     doc.close()
     return bytes(data)
@@ -371,13 +376,27 @@ def test_a_docx_whose_main_part_comes_late_is_found_by_its_directory(tmp_path: P
 def test_count_document_chars_is_what_the_job_translates(
     engine: Engine, storage: Storage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, name: str
 ) -> None:
-    data = docx_bytes(paragraphs=8) if kind == tj.DOCX else pdf_bytes(sample_sentences(6, seed=9))
+    data = (
+        docx_bytes(paragraphs=8)
+        if kind == tj.DOCX
+        else pdf_bytes(sample_sentences(6, seed=9), bookmarks=True)
+    )
     path = tmp_path / "counted.bin"  # the suffix does not decide: the content does
     path.write_bytes(data)
     counted = tj.count_document_chars(path, kind, source="en")
     spy = Spy(engine, monkeypatch)
     run_document(engine, storage, data, name, kind)
     assert counted == spy.characters > 0
+
+
+def test_count_of_a_real_pdf_is_what_the_job_translates(
+    engine: Engine, storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = REAL_PDF / "bzip2-manual-p4-7.pdf"  # headings, code, a bookmark outline (tests/data/real/pdf)
+    counted = tj.count_document_chars(real, tj.PDF, source="en")
+    spy = Spy(engine, monkeypatch)
+    run_document(engine, storage, real.read_bytes(), real.name, tj.PDF)
+    assert counted == spy.characters > 1000
 
 
 def test_count_document_chars_estimates_images_from_their_pixels(tmp_path: Path) -> None:
