@@ -60,6 +60,8 @@ TEST_CREDITS_DEFAULT = 10_000
 _KEY_RE = re.compile(r"svc_(live|test)_([0-9a-f]{12})_([A-Za-z0-9_-]{16,128})", re.ASCII)
 _BEARER_RE = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +(\S+) *", re.ASCII)
 _DUMMY_HASH = hashlib.sha256(b"dragoman: no such key").hexdigest()
+#: The cache's clock (monotonic seconds; a test moves it).
+_clock = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -505,7 +507,7 @@ def authenticate(db: Database, authorization_header: str | None) -> KeyInfo:
     mode, key_id, key = parsed
     digest = hash_key(key)
     cache = _cache(db)
-    now = time.monotonic()
+    now = _clock()
     with cache.lock:
         hit = cache.entries.get(digest)
     if hit is not None and hit[1] > now:

@@ -1,0 +1,68 @@
+"""The schema's migrations (issue 12; hosted-plan.md "Schema changes"): Alembic on an empty database gives
+exactly ``db.metadata`` (alembic's compare_metadata finds no difference), one linear chain of revisions, and
+a second upgrade changes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import inspect, text
+
+from dragoman.service import migrate
+from dragoman.service.db import Database, metadata
+
+
+def _schema(db: Database) -> dict[str, object]:
+    """Every table's columns, indexes, foreign keys and checks as SQLite reports them."""
+    with db.engine.connect() as conn:
+        inspector = inspect(conn)
+        return {
+            table: (
+                [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns(table)],
+                sorted(str(i) for i in inspector.get_indexes(table)),
+                sorted(str(f) for f in inspector.get_foreign_keys(table)),
+                sorted(str(c) for c in inspector.get_check_constraints(table)),
+            )
+            for table in sorted(inspector.get_table_names())
+        }
+
+
+def test_upgrade_on_an_empty_database_gives_exactly_the_metadata(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'hosted.sqlite3'}")
+    try:
+        assert migrate.current(db) is None
+        assert migrate.upgrade(db) == migrate.head()
+        with db.engine.connect() as conn:
+            differences = compare_metadata(
+                MigrationContext.configure(conn, opts={"compare_type": True}), metadata
+            )
+            tables = set(inspect(conn).get_table_names())
+        assert differences == []
+        assert tables == set(metadata.tables) | {"alembic_version"}
+    finally:
+        db.dispose()
+
+
+def test_a_second_upgrade_changes_nothing(tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'hosted.sqlite3'}")
+    try:
+        first = migrate.upgrade(db)
+        before = _schema(db)
+        assert migrate.upgrade(db) == first == migrate.head()
+        assert _schema(db) == before
+        with db.engine.connect() as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [first]
+    finally:
+        db.dispose()
+
+
+def test_the_revisions_form_one_linear_chain() -> None:
+    scripts = ScriptDirectory.from_config(migrate._config())
+    assert len(scripts.get_heads()) == 1
+    revisions = list(scripts.walk_revisions())
+    assert revisions[-1].down_revision is None
+    for newer, older in zip(revisions, revisions[1:], strict=False):
+        assert newer.down_revision == older.revision
