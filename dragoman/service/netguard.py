@@ -193,18 +193,21 @@ def check_name(host: str) -> None:
         raise InvalidWebhookUrl(f"webhook host {host} is a cloud metadata name")
 
 
-def check_url(url: str, *, allow_private: bool, resolver: Resolver | None = None) -> str:
+def check_url(
+    url: str, *, allow_private: bool, resolver: Resolver | None = None, resolve: bool = True
+) -> str:
     """``url`` when the service may call it (key creation, a per-request webhook); else a 400.
 
     The address checks run on the literal address, or on what the name resolves to now; a name that does
-    not resolve is let through (delivery resolves and checks again, and refuses it then).
+    not resolve is let through (delivery resolves and checks again, and refuses it then). ``resolve=False``
+    makes the checks that need no lookup only (each delivery attempt, before connecting).
     """
     _scheme, host, port = _split(url)
     check_name(host)
     literal = _literal(host)
     if literal is not None:
         check_addresses(host, [str(literal)], allow_private=allow_private)
-    else:
+    elif resolve:
         try:
             addresses = (resolver or _resolve)(host, port)
         except (OSError, UnicodeError):

@@ -46,7 +46,7 @@ import httpx
 from sqlalchemy import Connection, and_, func, select, update
 
 from dragoman import webhooks as signing
-from dragoman.errors import InvalidWebhookUrl
+from dragoman.errors import InvalidWebhookUrl, WebhookVerificationError
 from dragoman.service import netguard
 from dragoman.service.db import Database, api_keys, insert_ignore, now_ms, webhook_attempts, webhook_events
 from dragoman.settings import HostedSettings
@@ -95,7 +95,11 @@ def enqueue(
     event_id = "evt_" + secrets.token_hex(12)
     body = {**payload, "id": event_id, "event": payload.get("event", event), "created": created // 1000}
     ordered = {"id": event_id, "event": body.pop("event"), "created": body.pop("created"), **body}
-    text = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    try:
+        text = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in some field: escaped, so the body is valid UTF-8 JSON
+        text = json.dumps(ordered, ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=str)
     conn.execute(
         webhook_events.insert().values(
             id=event_id,
@@ -315,14 +319,18 @@ class WebhookDispatcher:
         """(status, error, retryable, retry_after) of one POST."""
         if item.secret is None:
             return None, "the event's API key no longer exists", False, None
-        body = item.payload.encode("utf-8")
-        headers = signing.sign(body, item.secret, int(time.time()), item.id)
-        headers["User-Agent"] = USER_AGENT
         try:
+            netguard.check_url(item.url, allow_private=self.allow_private, resolve=False)
+            body = item.payload.encode("utf-8")
+            headers = signing.sign(body, item.secret, int(time.time()), item.id)
+            headers["User-Agent"] = USER_AGENT
             with self._client.stream("POST", item.url, content=body, headers=headers) as response:
                 status = response.status_code  # the body is never read
                 wait = _retry_after(response.headers.get("retry-after"))
-        except InvalidWebhookUrl as exc:
+        except (
+            InvalidWebhookUrl,
+            WebhookVerificationError,
+        ) as exc:  # a bad URL or secret: retrying won't help
             return None, f"refused: {exc.message}", False, None
         except httpx.TimeoutException as exc:
             return None, f"timed out after {self.timeout:g} s ({type(exc).__name__})", True, None
