@@ -5,52 +5,21 @@ temporary SQLite file, with the job runner and webhook dispatcher running, a rea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from hosted_support import Hosted, StartHosted
 from support import isolated_settings
 
 from dragoman.server.hosted.app import create_app
 from dragoman.service import accounts, migrate
 from dragoman.service.db import Database
-from dragoman.settings import Settings
 from dragoman.testing.daemon import BackgroundDaemon
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
-
-
-@dataclass
-class Hosted:
-    """A running hosted service and what a test needs to talk to it."""
-
-    url: str
-    db: Database
-    settings: Settings
-    daemon: BackgroundDaemon
-    app: Any
-    account_id: str
-    key: str
-    key_id: str
-    made: list[str] = field(default_factory=list)
-
-    def client(self, key: str | None = None, **kwargs: Any) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {key or self.key}"} if key != "" else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=60, **kwargs)
-
-    def new_key(self, *, credits: int | None = None, plan: str = "pro", **options: Any) -> tuple[str, str]:
-        """A key (and its id) of a fresh account with ``credits`` live credits (default plenty)."""
-        account = accounts.create_account(
-            self.db, plan=plan, credits=100_000 if credits is None else credits, test_credits=1_000
-        )
-        made = accounts.create_key(self.db, account.id, **options)
-        return made.key, made.key_id
-
-    def stop(self) -> None:
-        self.daemon.stop()
 
 
 @pytest.fixture(scope="session")
@@ -62,9 +31,6 @@ def hosted_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[En
         yield engine, root
 
 
-StartHosted = Callable[..., Hosted]
-
-
 @pytest.fixture
 def start_hosted(hosted_engine: tuple[Engine, Path], tmp_path: Path) -> Iterator[StartHosted]:
     """Starts a hosted service (``data_dir`` a fresh folder unless given: pass the same to restart on the
@@ -72,14 +38,16 @@ def start_hosted(hosted_engine: tuple[Engine, Path], tmp_path: Path) -> Iterator
     engine, root = hosted_engine
     running: list[Hosted] = []
 
-    def start(data_dir: Path | None = None, *, rate: int = 60, **values: Any) -> Hosted:
+    def start(data_dir: Path | None = None, *, rate: int = 60, workers: bool = True, **values: Any) -> Hosted:
         data = data_dir or tmp_path / "hosted"
         settings = isolated_settings(root, apertium=True).replace(
             data_dir=data, webhooks_allow_private=True, **values
         )
         db = Database(settings.hosted.database_url)
         migrate.upgrade(db)
-        app = create_app(settings, engine, db=db, rate_per_minute=rate, request_timeout=60)
+        app = create_app(
+            settings, engine, db=db, rate_per_minute=rate, request_timeout=60, start_workers=workers
+        )
         daemon = BackgroundDaemon(app).__enter__()
         account = accounts.create_account(db, name="test", plan="pro", credits=100_000, test_credits=5_000)
         made = accounts.create_key(db, account.id)

@@ -71,7 +71,7 @@ class V1TranslateRequest(BaseModel):
         min_length=1,
         description=f"the text to translate, at most {MAX_TEXT_CHARS:,} characters (1 MB); at most 500 are "
         "answered at once (sync), longer texts become a job",
-        json_schema_extra={"maxLength": MAX_TEXT_CHARS},
+        max_length=MAX_TEXT_CHARS,
     )
     src: str = Field(description="source language (ISO 639-1 like 'en'; BCP-47 and FLORES-200 accepted)")
     tgt: str | None = Field(None, description="target language (ISO 639-1 like 'es')")
