@@ -1,6 +1,7 @@
 """``dragoman hosted …``: the hosted service's admin commands (issue 12; HOSTED.md "Keys").
 
-``migrate``; ``accounts create|list|credit``; ``keys create|list|revoke|rotate``. Each takes ``--json``.
+``migrate``; ``accounts create|list|credit``; ``keys create|list|revoke|rotate``; ``serve``;
+``webhooks log KEY_ID`` (a key's delivery log). Each takes ``--json``.
 They work on the database of ``DRAGOMAN_DB_URL`` (default SQLite under ``DRAGOMAN_HOSTED_DIR``) and bring
 its schema up to date first, so a fresh data directory needs no separate ``migrate``. ``keys create`` and
 ``keys rotate`` print the key and its webhook signing secret once: only a hash of the key is stored.
@@ -310,12 +311,49 @@ def _add_serve(groups: _SubParsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+# ----- webhooks ---------------------------------------------------------------------------------------------
+def cmd_webhooks_log(args: argparse.Namespace, settings: Settings) -> int:
+    from datetime import UTC, datetime
+
+    from dragoman.service import accounts, webhooks
+
+    db = open_database(settings)
+    try:
+        accounts.get_key(db, args.key_id)  # an unknown key is an error, not an empty log
+        attempts = webhooks.delivery_log(db, args.key_id, limit=args.limit)
+    finally:
+        db.dispose()
+    if args.json:
+        _print_json([attempt.to_dict() for attempt in attempts])
+        return 0
+    if not attempts:
+        print(f"no webhook deliveries for {args.key_id}")
+    for a in attempts:
+        at = datetime.fromtimestamp(a.at_ms / 1000, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        answer = str(a.status_code) if a.status_code is not None else (a.error or "no answer")
+        print(
+            f"{at}  {a.event_id}  {a.event}  attempt {a.attempt}  {answer}  {a.duration_ms} ms  "
+            f"{a.state}  {a.url}"
+        )
+    return 0
+
+
+def _add_webhooks(groups: _SubParsers[argparse.ArgumentParser]) -> None:
+    group = groups.add_parser("webhooks", help="webhook deliveries")
+    sub = group.add_subparsers(dest="webhooks_command", required=True)
+    p = _common(sub.add_parser("log", help="a key's delivery log: one line per attempt, newest first"))
+    p.add_argument("key_id", help="the key's id (the 12 hex digits after svc_live_)")
+    p.add_argument("--limit", type=_whole(1), default=100, help="attempts shown (default 100)")
+    p.set_defaults(func=cmd_webhooks_log)
+
+
 #: The groups of ``dragoman hosted``; a new group is a function taking the subparsers, added here.
 GROUPS: tuple[Callable[[_SubParsers[argparse.ArgumentParser]], None], ...] = (
     _add_migrate,
     _add_accounts,
     _add_keys,
     _add_serve,
+    _add_webhooks,
 )
 
 

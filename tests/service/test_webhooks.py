@@ -507,3 +507,41 @@ def test_backoff_grows_exponentially_with_jitter() -> None:
         draws = [webhooks.backoff_seconds(retry, rng) for _ in range(200)]
         assert all(full / 2 <= d <= full for d in draws)
         assert len({round(d, 6) for d in draws}) > 100  # jittered, not one value
+
+
+def test_cli_webhooks_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], receiver: Receiver
+) -> None:
+    """``dragoman hosted webhooks log KEY_ID [--json]`` reads the delivery log of the configured database."""
+    from dragoman.cli.main import main
+
+    monkeypatch.setenv("DRAGOMAN_HOSTED_DIR", str(tmp_path / "hosted"))
+    assert main(["hosted", "migrate"]) == 0
+    db = Database(f"sqlite:///{tmp_path / 'hosted' / 'hosted.sqlite3'}")
+    try:
+        key_id = _key(db, receiver)
+        assert main(["hosted", "webhooks", "log", key_id]) == 0
+        assert "no webhook deliveries" in capsys.readouterr().out
+        receiver.script["/cli"] = [503, 204]
+        event_id = _enqueue(db, key_id, receiver.url("/cli"))
+        dispatcher = webhooks.WebhookDispatcher(db, HostedSettings(webhooks_allow_private=True))
+        try:
+            now = now_ms()
+            dispatcher.deliver_due(now)
+            dispatcher.deliver_due(now + 3_600_000)
+        finally:
+            dispatcher.close()
+    finally:
+        db.dispose()
+    capsys.readouterr()
+    assert main(["hosted", "webhooks", "log", key_id, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["attempt"], r["status_code"], r["event_id"]) for r in rows] == [
+        (2, 204, event_id),
+        (1, 503, event_id),
+    ]
+    assert main(["hosted", "webhooks", "log", key_id]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "attempt 2  204" in lines[0] and "attempt 1  503" in lines[1]
+    assert main(["hosted", "webhooks", "log", "000000000000"]) != 0  # an unknown key is an error
+    assert "no key" in capsys.readouterr().err
