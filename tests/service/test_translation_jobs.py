@@ -8,11 +8,14 @@ same libraries (LibreOffice, where installed, makes a DOCX's PDF).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import math
+import os
 import shutil
 import struct
+import time
 import unicodedata
 import zipfile
 from collections.abc import Iterator, Sequence
@@ -411,3 +414,65 @@ def test_count_document_chars_estimates_images_from_their_pixels(tmp_path: Path)
     junk.write_bytes(b"nothing here")
     with pytest.raises(DocumentFormatError):
         tj.count_document_chars(junk, tj.PDF)
+
+
+# ----- exports: LibreOffice as a subprocess --------------------------------------------------------------
+def fake_soffice(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "fake-soffice"
+    script.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_hung_libreoffice_is_killed_with_its_children(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    # soffice starts soffice.bin, which is what hangs: the child must die with it
+    binary = fake_soffice(tmp_path, f"sleep 300 & echo $! > {pidfile}; wait")
+    source = tmp_path / "a.docx"
+    source.write_bytes(docx_bytes())
+    started = time.monotonic()
+    assert not exports.libreoffice_convert(source, tmp_path / "a.pdf", binary=binary, timeout=1)
+    assert time.monotonic() - started < 30
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(child):
+        time.sleep(0.05)
+    assert not _alive(child)
+    assert not (tmp_path / "a.pdf").exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(FileNotFoundError):  # a zombie has exited: it is not running
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    return True
+
+
+def test_a_failing_libreoffice_falls_back_to_the_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for body in ("echo broken >&2; exit 1", "exit 0"):  # an error; success that writes nothing
+        binary = fake_soffice(tmp_path, body)
+        monkeypatch.setattr(exports, "soffice", lambda binary=binary: binary)
+        source = tmp_path / "a.docx"
+        source.write_bytes(docx_bytes())
+        output = tmp_path / "a.pdf"
+        output.unlink(missing_ok=True)
+        assert exports.docx_pdf(source, output) == "story"
+        pdf = open_pdf(output.read_bytes())
+        assert "The annual report" in pdf[0].get_text()
+
+
+@pytest.mark.skipif(
+    exports.soffice() is None, reason="LibreOffice is missing: apt-get install libreoffice-writer-nogui"
+)
+def test_libreoffice_makes_the_pdf_of_a_docx_when_installed(tmp_path: Path) -> None:
+    source = tmp_path / "a.docx"
+    source.write_bytes(docx_bytes())
+    output = tmp_path / "a.pdf"
+    assert exports.docx_pdf(source, output) == "libreoffice"
+    pdf = open_pdf(output.read_bytes())
+    assert "The annual report" in pdf[0].get_text() and "LibreOffice" in str(pdf.metadata.get("producer"))
