@@ -4,11 +4,12 @@ The PDF pipeline reads each page into text blocks (:mod:`dragoman.documents._pdf
 and a page's columns are blocks of their own) and translates each; this module turns those blocks and
 their translations into an :class:`~dragoman.documents._export.Outline`:
 
-* **Running headers and footers** (text in the top or bottom tenth of a page that recurs, digits aside, on
-  other pages, and bare page numbers) are left out of the body; the ones that recur word for word become
-  the section's header or footer, page numbers its footer's page field.
+* **Running headers and footers** (text in the top or bottom tenth of a page that recurs on other pages,
+  or recurs with other digits and is no larger than the body text, and bare page numbers) are left out of
+  the body; the ones that recur word for word become the section's header or footer, page numbers its
+  footer's page field.
 * **Tables**: blocks whose first lines sit on one baseline, side by side, make a row; two or more such rows
-  one under the other, their cells falling into the same columns, make a table (rebuilt as a grid: a cell
+  one under the other make a table, its columns those of its fullest rows (rebuilt as a grid: a cell
   missing in a row is an empty cell). Columns of running text (blocks of many lines) are no table.
 * **Reading order**: a recursive XY cut. A region is cut at a vertical gap when at least two of the parts
   run down a good share of its height (a page's columns: the left one is read first, top to bottom),
@@ -37,6 +38,8 @@ from dragoman.documents._pdf_layout import Block, PageWork
 
 #: Share of a page's height, at its top and at its bottom, where running headers and footers are.
 MARGIN_SHARE = 0.1
+#: Most blocks in a page's top or bottom margin for them to be a running header or footer.
+MARGIN_ITEMS = 4
 #: A block this many times the body text's size (or more) is a heading, if it is short.
 HEADING_RATIO = 1.15
 #: Most lines and characters in a heading.
@@ -113,7 +116,9 @@ def outline(works: Sequence[PageWork], translations: Sequence[str]) -> Outline:
         position += len(work.blocks)
         pages.append(entries)
     heights = [_page_height(work, entries) for work, entries in zip(works, pages, strict=True)]
-    body, header, footer, numbers = _furniture(pages, heights)
+    body, header, footer, numbers = _furniture(
+        pages, heights, _body_size([e for entries in pages for e in entries if not e.code])
+    )
     prose = [e for entries in body for e in entries if not e.code]
     size = _body_size(prose)
     levels = _heading_levels(prose, size)
@@ -158,11 +163,20 @@ def _furniture_key(entry: _Entry) -> str:
     return f"{_size_key(entry.size)} {_plain_source(entry).casefold()}"
 
 
+def _digits_aside(text: str) -> str:
+    return re.sub(r"\d+", "#", text)
+
+
 def _furniture(
-    pages: list[list[_Entry]], heights: list[tuple[float, float]]
+    pages: list[list[_Entry]], heights: list[tuple[float, float]], body_size: float
 ) -> tuple[list[list[_Entry]], str, str, bool]:
     """The pages without their running headers, footers and page numbers; the header's and footer's
-    text (what recurs word for word), and whether page numbers were found."""
+    text (what recurs word for word), and whether page numbers were found.
+
+    Text that recurs only with other digits ("Chapter 2", "Page 3") is furniture when it is no larger
+    than the body text (a heading "Step 2" at the top of each page is no running header); a bare number
+    is a page number. Nothing is furniture in a margin of more than :data:`MARGIN_ITEMS` blocks (a table
+    at the bottom of every page)."""
     zones: list[list[tuple[_Entry, str]]] = []  # per page: (entry, zone) for entries in a margin
     recurring: dict[tuple[str, str], set[int]] = defaultdict(set)  # (zone, text, digits aside) -> pages
     exact: dict[tuple[str, str], set[int]] = defaultdict(set)  # (zone, text) -> pages
@@ -175,7 +189,7 @@ def _furniture(
                 continue
             text = _furniture_key(entry)
             found.append((entry, zone))
-            recurring[zone, re.sub(r"\d+", "#", text)].add(number)
+            recurring[zone, _digits_aside(text)].add(number)
             exact[zone, text].add(number)
         zones.append(found)
     body: list[list[_Entry]] = []
@@ -184,12 +198,17 @@ def _furniture(
     numbers = False
     for entries, found in zip(pages, zones, strict=True):
         out: set[int] = set()
+        crowd = Counter(zone for _, zone in found)
         for entry, zone in found:
             text = _furniture_key(entry)
+            if crowd[zone] > MARGIN_ITEMS:  # a table or a paragraph reaching into the margin
+                continue
             if PAGE_NUMBER.match(_plain_source(entry)):
                 numbers = numbers or zone == "bottom"
                 out.add(id(entry))
-            elif len(recurring[zone, re.sub(r"\d+", "#", text)]) > 1:
+            elif len(exact[zone, text]) > 1 or (
+                len(recurring[zone, _digits_aside(text)]) > 1 and entry.size <= HEADING_RATIO * body_size
+            ):
                 out.add(id(entry))
                 if len(exact[zone, text]) > 1 and (zone, text) not in seen:
                     seen.add((zone, text))

@@ -159,7 +159,7 @@ def test_libreoffice_opens_the_export_and_sees_its_structure(tmp_path: Path) -> 
     _, report = translated(build(tmp_path / "guide.pdf"))
     found = libreoffice_elements(report.extra_outputs["docx"])
     assert found["table"] == 2 and found["tr"] == 6 and found["td"] == 18
-    assert found["h1"] == 2 and found["h2"] == 2
+    assert found["h1"] == 2 and found["h2"] == 2 and found["li"] == 6
 
 
 def test_real_manual_keeps_headings_lists_and_leaves_out_its_running_header(tmp_path: Path) -> None:
@@ -283,3 +283,27 @@ def test_the_structure_is_found_in_linear_time(kind: str) -> None:
         return export.outline(works, translations)
 
     assert_linear(work, {kind: lambda n: "x" * n}, 4000)
+
+
+def test_a_heading_numbered_on_every_page_and_a_table_at_the_bottom_stay_in_the_text() -> None:
+    # "Step 1", "Step 2" set large at the top of each page are headings, not a running header; a table's
+    # numbers in the bottom margin are no page numbers
+    works = []
+    for number in range(3):
+        blocks = [
+            block(72, 40, 200, 62, f"Step {number + 1}", size=18),
+            block(72, 100, 500, 160, "Body text " * 20, lines=5),
+        ]
+        blocks += [
+            block(80 + 100 * c, 770 + 14 * r, 110 + 100 * c, 782 + 14 * r, str(r * 3 + c))
+            for r in range(2)
+            for c in range(3)
+        ]
+        works.append(PageWork(number=number, blocks=blocks, page_rect=pymupdf.Rect(0, 0, 595, 842)))
+    translations = [b.text for w in works for b in w.blocks]
+    result = export.outline(works, translations)
+    headings = [item.text for item in result.items if isinstance(item, Paragraph) and item.heading]
+    assert headings == ["Step 1", "Step 2", "Step 3"] and not result.header
+    tables = [item for item in result.items if isinstance(item, Table)]
+    assert len(tables) == 3 and all(len(t.rows) == 2 and len(t.rows[0]) == 3 for t in tables)
+    assert not result.page_numbers
