@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
+from support import isolated_settings
 
-from dragoman.service import accounts
+from dragoman.server.hosted.app import create_app
+from dragoman.service import accounts, migrate
 from dragoman.service.db import Database
 from dragoman.settings import Settings
 from dragoman.testing.daemon import BackgroundDaemon
+
+if TYPE_CHECKING:
+    from dragoman.translation.engine import Engine
 
 
 @dataclass
@@ -45,3 +51,20 @@ class Hosted:
 
 
 StartHosted = Callable[..., Hosted]
+
+
+def start_service(
+    engine: Engine, root: Path, data_dir: Path, *, rate: int = 60, workers: bool = True, **values: Any
+) -> Hosted:
+    """A hosted service over ``engine`` (whose packs are under ``root``) with its data in ``data_dir`` (the
+    same folder again: a restart on the same database), a test account and a key; running until stopped."""
+    settings = isolated_settings(root, apertium=True).replace(
+        data_dir=data_dir, webhooks_allow_private=True, **values
+    )
+    db = Database(settings.hosted.database_url)
+    migrate.upgrade(db)
+    app = create_app(settings, engine, db=db, rate_per_minute=rate, request_timeout=60, start_workers=workers)
+    daemon = BackgroundDaemon(app).__enter__()
+    account = accounts.create_account(db, name="test", plan="pro", credits=100_000, test_credits=5_000)
+    made = accounts.create_key(db, account.id)
+    return Hosted(daemon.url, db, settings, daemon, app, account.id, made.key, made.key_id)

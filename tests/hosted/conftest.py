@@ -11,13 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from hosted_support import Hosted, StartHosted
+from hosted_support import Hosted, StartHosted, start_service
 from support import isolated_settings
 
-from dragoman.server.hosted.app import create_app
-from dragoman.service import accounts, migrate
-from dragoman.service.db import Database
-from dragoman.testing.daemon import BackgroundDaemon
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
 
@@ -38,20 +34,8 @@ def start_hosted(hosted_engine: tuple[Engine, Path], tmp_path: Path) -> Iterator
     engine, root = hosted_engine
     running: list[Hosted] = []
 
-    def start(data_dir: Path | None = None, *, rate: int = 60, workers: bool = True, **values: Any) -> Hosted:
-        data = data_dir or tmp_path / "hosted"
-        settings = isolated_settings(root, apertium=True).replace(
-            data_dir=data, webhooks_allow_private=True, **values
-        )
-        db = Database(settings.hosted.database_url)
-        migrate.upgrade(db)
-        app = create_app(
-            settings, engine, db=db, rate_per_minute=rate, request_timeout=60, start_workers=workers
-        )
-        daemon = BackgroundDaemon(app).__enter__()
-        account = accounts.create_account(db, name="test", plan="pro", credits=100_000, test_credits=5_000)
-        made = accounts.create_key(db, account.id)
-        service = Hosted(daemon.url, db, settings, daemon, app, account.id, made.key, made.key_id)
+    def start(data_dir: Path | None = None, **options: Any) -> Hosted:
+        service = start_service(engine, root, data_dir or tmp_path / "hosted", **options)
         running.append(service)
         return service
 

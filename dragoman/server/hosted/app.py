@@ -579,6 +579,9 @@ def _int_query(request: Request, name: str, default: int, low: int, high: int) -
 async def list_jobs_v1(request: Request) -> Response:
     """The key's jobs, most recent first (50 by default, at most 200), and their total."""
     key = await authenticate(request)
+    unknown = sorted(set(request.query_params) - {"limit", "offset"})
+    if unknown:
+        raise InvalidRequest(f"unknown query parameter {unknown[0][:40]!r}; allowed: limit, offset")
     limit = _int_query(request, "limit", jobs.LIST_DEFAULT, 1, jobs.LIST_MAX)
     offset = _int_query(request, "offset", 0, 0, 10**9)
     items, total = await anyio.to_thread.run_sync(
