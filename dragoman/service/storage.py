@@ -111,10 +111,19 @@ class Storage:
         check_key(key)
         digest = hashlib.sha256()
         size = 0
+        source_error: list[BaseException] = []
 
         def counted() -> Iterator[bytes]:
             nonlocal size
-            for chunk in chunks:
+            iterator = iter(chunks)
+            while True:
+                try:
+                    chunk = next(iterator)
+                except StopIteration:
+                    return
+                except BaseException as exc:  # the source's own failure: raised again as it was, below
+                    source_error.append(exc)
+                    raise
                 if not chunk:
                     continue
                 size += len(chunk)
@@ -125,14 +134,14 @@ class Storage:
 
         try:
             obstore.put(self.store, key, counted(), chunk_size=PART_SIZE, max_concurrency=2)
-        except _TooLarge:
+        except BaseException as exc:
             self._tidy(key)
-            raise FileTooLarge(f"the file is larger than the {max_bytes:,} bytes accepted") from None
-        except OSError as exc:
-            self._tidy(key)
-            raise FileAccessError(f"storing {key}: {exc}") from exc
-        except BaseException:
-            self._tidy(key)
+            if isinstance(exc, _TooLarge) or isinstance(exc.__cause__, _TooLarge):
+                raise FileTooLarge(f"the file is larger than the {max_bytes:,} bytes accepted") from None
+            if source_error:
+                raise source_error[0] from None
+            if isinstance(exc, OSError):
+                raise FileAccessError(f"storing {key}: {exc}") from exc
             raise
         return size, digest.hexdigest()
 
