@@ -334,9 +334,14 @@ def translate_document_job(
     with tempfile.TemporaryDirectory(prefix="dragoman-job-") as work:
         folder = Path(work)
         raw = folder / "upload.bin"
-        with raw.open("wb") as handle:
-            for chunk in storage.open_stream(upload):
-                handle.write(chunk)
+        try:
+            with raw.open("wb") as handle:
+                for chunk in storage.open_stream(upload):
+                    handle.write(chunk)
+        except FileNotFoundError as exc:  # purged or deleted: no retry brings it back
+            raise InvalidRequest(
+                "the uploaded file is no longer stored (uploads are kept for 7 days); upload it again"
+            ) from exc
         declared = params.get("mime")
         kind = _checked_type(raw, declared if isinstance(declared, str) else None)
         suffix = DOCUMENT_SUFFIXES[kind]

@@ -28,7 +28,7 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 from support import HAVE_TESSERACT, isolated_settings
 
-from dragoman.errors import Cancelled, ConfigError, DocumentFormatError
+from dragoman.errors import Cancelled, ConfigError, DocumentFormatError, InvalidRequest
 from dragoman.pipelines import exports
 from dragoman.progress import CancelToken, JobContext
 from dragoman.service import translation_jobs as tj
@@ -306,6 +306,47 @@ def test_an_upload_of_another_type_fails_for_good(engine: Engine, storage: Stora
         run_document(engine, storage, data, "x.docx", tj.DOCX)
     assert info.value.status == 415
     assert storage.list("exports") == []
+
+
+def test_a_document_job_canceled_midway_stops_between_passes_and_stores_nothing(
+    engine: Engine, storage: Storage
+) -> None:
+    token = CancelToken()
+    seen: list[tuple[int, int]] = []
+
+    def progress(done: int, total: int, message: str) -> None:
+        seen.append((done, total))
+        if done:  # the first pass of texts is translated: the job is canceled now
+            token.cancel("job canceled")
+
+    with pytest.raises(Cancelled):
+        run_document(
+            engine, storage, docx_bytes(paragraphs=600), "long.docx", tj.DOCX, JobContext(progress, token)
+        )
+    translated = [done for done, _ in seen if done]
+    assert len(translated) == 1 and translated[0] < seen[-1][1]  # one pass of several, then it stopped
+    assert storage.list("exports") == []
+
+
+def test_a_job_whose_upload_is_gone_fails_for_good(engine: Engine, storage: Storage) -> None:
+    params = {
+        "upload": "uploads/gone/r.docx",
+        "filename": "r.docx",
+        "mime": tj.DOCX,
+        "src": "en",
+        "tgt": "es",
+    }
+    with pytest.raises(InvalidRequest, match="no longer stored") as info:
+        tj.make_translate_handler(engine)(job(params), JobContext(), storage)
+    assert info.value.status == 400
+
+
+def test_documents_without_text_still_get_their_exports(engine: Engine, storage: Storage) -> None:
+    empty = io.BytesIO()
+    docx.Document().save(empty)
+    outcome = run_document(engine, storage, empty.getvalue(), "empty.docx", tj.DOCX)
+    assert outcome.result == "" and set(outcome.artifacts) == {"document", "docx", "pdf"}
+    assert open_pdf(storage.get_bytes(outcome.artifacts["pdf"])).page_count >= 1
 
 
 def test_a_canceled_document_job_stores_nothing(engine: Engine, storage: Storage) -> None:
