@@ -282,9 +282,12 @@ class Batcher:
         """The next batch, taken from the queue round-robin, one segment per caller per turn."""
         limits = self.limits
         window = min(limits.window, WINDOW_SHARE * self._call_seconds.get(lane.key, 0.0))
+        idle = lane.slots - lane.running  # slots of the backend no batch uses (this leader holds one)
         # Busy: another batch runs, or the lane's recent batches merged callers (they come back together).
+        # A leader waits for its batch to fill only when it holds the lane's last slot: while slots are
+        # idle, what is queued is better run now, side by side, than later in one bigger batch.
         busy = lane.running > 1 or self._callers.get(lane.key, 1.0) >= MERGED_CALLERS
-        if busy and lane.queued < limits.max_segments and window > 0:
+        if idle == 0 and busy and lane.queued < limits.max_segments and window > 0:
             started = time.monotonic()  # busy: more callers are coming, wait a moment for them
             end = started + window
             while lane.queued < limits.max_segments:
@@ -293,9 +296,21 @@ class Batcher:
                     break
                 lane.grown.wait(left)
             self._waited += time.monotonic() - started
+            idle = lane.slots - lane.running  # batches may have ended meanwhile
+        # Spread over the slots: the leaders already designated and each idle slot (when a caller waits to
+        # lead it) get an even share of the queue (round-robin keeps each share fair), so 8 single-text
+        # callers on a 4-thread backend make 4 batches of 2 running side by side, not one batch of 8 on one
+        # thread while three threads idle: a batch's time grows with its size (benchmarks/daemon.py --pack
+        # base: one text 0.12-0.14 s, 64 in one call 1.2 s, on one thread). Only callers whose threads wait
+        # can lead, so one caller's own segments stay in one batch.
+        designated = sum(1 for r in lane.queue if r.lead and not r.busy)
+        waiting = sum(1 for r in lane.queue if not (r.lead or r.busy))
+        helpers = designated + min(idle, waiting)
+        share = -(-lane.queued // (helpers + 1)) if helpers > 0 else limits.max_segments
+        cap = max(1, min(limits.max_segments, share))
         items: list[_Item] = []
         chars = 0
-        while lane.queue and len(items) < limits.max_segments:
+        while lane.queue and len(items) < cap:
             request = lane.queue[0]
             n = _size(request.segments[request.next])
             if items and chars + n > limits.max_chars:
@@ -308,6 +323,8 @@ class Batcher:
                 lane.queue.rotate(-1)
             else:
                 lane.queue.popleft()
+        if lane.queue and helpers > 0:
+            self._dispatch(lane)  # the rest of the queue to leaders of the idle slots
         return items
 
     def _deliver(

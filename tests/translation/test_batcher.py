@@ -380,3 +380,61 @@ def test_an_idle_lane_whose_batches_merged_callers_waits_for_them() -> None:
         caller.join(10)
         assert caller.error is None and caller.answer == BatchOutput((f"<{caller.texts[0]}>",))
     assert backend.calls[2] == ("x", "y") and batcher.stats()["waited_seconds"] > 0
+
+
+# ----- spreading over the backend's parallel calls ----------------------------------------------------
+class Concurrency(FakeBackend):
+    """Each call takes ``seconds`` (the GIL released) and the backend records how many calls overlap."""
+
+    def __init__(self, seconds: float, parallel_calls: int) -> None:
+        super().__init__(parallel_calls=parallel_calls)
+        self.seconds = seconds
+        self.now = 0
+        self.overlaps: list[int] = []
+
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        with self.lock:
+            self.now += 1
+            self.overlaps.append(self.now)
+        time.sleep(self.seconds)
+        with self.lock:
+            self.now -= 1
+        return super().translate_batch(batch, source, target)
+
+
+def test_callers_are_spread_over_the_backends_parallel_calls() -> None:
+    """8 looping single-text callers on a backend of 4 parallel calls keep its calls side by side (small
+    batches on every thread), rather than merging into one big batch on one thread while three idle."""
+    backend = Concurrency(0.02, parallel_calls=4)
+    batcher = Batcher(BatchLimits(window=0.005))
+    errors: list[BaseException] = []
+
+    def loop(n: int) -> None:
+        try:
+            for i in range(25):
+                out = batcher.translate(backend, segs(f"c{n}-{i}"), "en", "es")
+                assert out.texts == (f"<c{n}-{i}>",)
+        except BaseException as exc:  # noqa: BLE001 - the test reads it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=loop, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors
+    sizes = [len(call) for call in backend.calls]
+    assert sum(sizes) == 200
+    # Four slots and eight callers: two callers a batch on average, and calls mostly overlapping. Greedy
+    # gathering (the first leader takes the whole queue) made batches of 5-8 with one or two calls at once.
+    assert sum(sizes) / len(sizes) <= 3.5, sizes
+    assert sum(backend.overlaps) / len(backend.overlaps) >= 2.0, backend.overlaps
+
+
+def test_one_callers_segments_stay_in_one_call_whatever_the_idle_slots() -> None:
+    backend = FakeBackend(parallel_calls=4)
+    batcher = Batcher()
+    texts = [f"t{n}" for n in range(64)]
+    out = batcher.translate(backend, segs(*texts), "en", "es")
+    assert out.texts == tuple(f"<{t}>" for t in texts)
+    assert backend.calls == [tuple(texts)]
