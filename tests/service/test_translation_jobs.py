@@ -517,3 +517,16 @@ def test_libreoffice_makes_the_pdf_of_a_docx_when_installed(tmp_path: Path) -> N
     assert exports.docx_pdf(source, output) == "libreoffice"
     pdf = open_pdf(output.read_bytes())
     assert "The annual report" in pdf[0].get_text() and "LibreOffice" in str(pdf.metadata.get("producer"))
+
+
+def test_the_layout_pdf_writes_other_scripts_and_right_to_left(tmp_path: Path) -> None:
+    ltr, rtl = tmp_path / "ltr.pdf", tmp_path / "rtl.pdf"
+    exports.text_pdf(["日本語のテキストです。", "한국어 문장", "Привет мир"], ltr)
+    exports.text_pdf(["שלום עולם", "مرحبا بالعالم"], rtl, rtl=True)
+    text = nfkc(open_pdf(ltr.read_bytes())[0].get_text())
+    assert "日本語のテキストです。" in text and "한국어 문장" in text and "Привет мир" in text
+    page = open_pdf(rtl.read_bytes())[0]
+    assert "שלום עולם" in nfkc(page.get_text())
+    assert any("Arabic" in font[3] for font in page.get_fonts())  # shaped in a font that has the script
+    line = next(b for b in page.get_text("dict")["blocks"] if "שלום" in str(b))
+    assert line["bbox"][0] > page.rect.width / 2  # set flush right (left to right, it starts at the margin)
