@@ -222,7 +222,18 @@ async def translate_v2(request: Request) -> Response:
     """Translate one text or a batch (the local daemon's contract; provenance 'server')."""
     state = request.app.state
     key = await anyio.to_thread.run_sync(_v2_gate, state.db, request.headers.get("authorization"))
-    req = parse_translate(await _read(request, MAX_LOCAL_BODY_BYTES))
+    body = await _read(request, MAX_LOCAL_BODY_BYTES)
+    body_print = idempotency.fingerprint(request.method, request.url.path, body)
+
+    async def run(reservation: Reservation | None) -> Response:
+        return await _translate_v2(request, key, body)
+
+    return await idempotent(request, key, body_print, run)
+
+
+async def _translate_v2(request: Request, key: KeyInfo, body: bytes) -> Response:
+    state = request.app.state
+    req = parse_translate(body)
     texts = [req.text] if req.text is not None else list(req.texts or [])
     chars = sum(len(t) for t in texts)
     await anyio.to_thread.run_sync(usage.add_v2_chars, state.db, key, chars)  # 429 quota
@@ -295,10 +306,39 @@ def _quote_sync(body: bytes) -> QuoteResponse:
     return QuoteResponse(credits=quote.credits, breakdown=breakdown)
 
 
+def _quote_file(upload: _Upload) -> QuoteResponse:
+    """The quote of a file sent as multipart (``file``, ``src``, ``tgt``): its characters counted."""
+    from dragoman.service.translation_jobs import count_document_chars
+
+    fields = upload.fields
+    unknown = sorted(set(fields) - {"src", "tgt", "target"})
+    if unknown:
+        raise InvalidRequest(f"unknown form field(s) {', '.join(unknown)}; allowed: file, src, tgt")
+    src = fields.get("src")
+    if not src:
+        raise InvalidRequest("missing field 'src' (the source language, e.g. 'en')")
+    tgt = target_list(fields.get("tgt"), fields.get("target"), None)[0]
+    billing.translation_quote(0, src, tgt)  # 400 for an unknown language before the file is read
+    chars = count_document_chars(upload.path, upload.declared_mime, source=None if src == "auto" else src)
+    quote = billing.translation_quote(chars, src, tgt)
+    breakdown = QuoteBreakdown(chars=quote.chars, src=quote.src, tgt=quote.tgt, langTier=quote.lang_tier)
+    return QuoteResponse(credits=quote.credits, breakdown=breakdown)
+
+
 async def quote_v1(request: Request) -> Response:
-    """What a translation would reserve (1 credit per 100 characters, rounded up, times langTier; min 1)."""
-    body = await _read(request, MAX_SMALL_BODY_BYTES)
-    quote = await anyio.to_thread.run_sync(_quote_sync, body)
+    """What a translation would reserve (1 credit per 100 characters, rounded up, times langTier; min 1).
+
+    JSON ``{chars | fileBytes+mime, src, tgt}``, or multipart with the ``file`` itself (its characters are
+    counted as the job would count them)."""
+    if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        upload, _ = await _read_multipart(request, request.app.state.tmp_dir)
+        try:
+            quote = await anyio.to_thread.run_sync(_quote_file, upload)
+        finally:
+            upload.close()
+    else:
+        body = await _read(request, MAX_SMALL_BODY_BYTES)
+        quote = await anyio.to_thread.run_sync(_quote_sync, body)
     return Response(quote.dump(), media_type=JSON)
 
 
@@ -353,8 +393,8 @@ async def _read_multipart(request: Request, tmp_dir: Path) -> tuple[_Upload, str
         file = form.get("file")
         if not isinstance(file, UploadFile):
             raise InvalidRequest(
-                "a multipart translate request needs a 'file' part (PDF, DOCX, PNG, JPG or TIFF), with src "
-                "and tgt fields; send JSON {text, src, tgt} for text"
+                "a multipart request needs a 'file' part (PDF, DOCX, PNG, JPG or TIFF) with src and tgt "
+                "fields; send JSON for text"
             )
         fields = {k: v for k, v in form.multi_items() if isinstance(v, str)}
         tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -681,6 +721,8 @@ async def openapi(request: Request) -> Response:
 
 # ----- the route table and its document ----------------------------------------------------------------
 _V2_ERRORS = (
+    IdempotencyConflict,
+    IdempotencyMismatch,
     InvalidRequest,
     LimitExceeded,
     UnknownLanguage,
@@ -923,6 +965,18 @@ def openapi_json() -> bytes:
                 "targets": {"type": "string", "description": "comma-separated target languages: a batch"},
                 "webhook": {"type": "string"},
                 "title": {"type": "string"},
+            },
+        }
+    }
+    paths["/api/v1/quote"]["post"]["requestBody"]["content"]["multipart/form-data"] = {
+        "schema": {
+            "type": "object",
+            "required": ["file", "src"],
+            "properties": {
+                "file": {"type": "string", "format": "binary", "description": "the document to count"},
+                "src": {"type": "string"},
+                "tgt": {"type": "string"},
+                "target": {"type": "string", "description": "alias of tgt"},
             },
         }
     }
