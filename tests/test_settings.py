@@ -15,11 +15,17 @@ from dragoman.settings import (
     DEFAULT_ARGOS_INDEX_URL,
     DaemonSettings,
     EngineSettings,
+    HostedSettings,
     LocalSettings,
     Settings,
 )
 
-SECTIONS: dict[str, type[Any]] = {"engine": EngineSettings, "local": LocalSettings, "daemon": DaemonSettings}
+SECTIONS: dict[str, type[Any]] = {
+    "engine": EngineSettings,
+    "local": LocalSettings,
+    "daemon": DaemonSettings,
+    "hosted": HostedSettings,
+}
 HOME = Path("~").expanduser()
 SEP = os.pathsep
 
@@ -54,6 +60,20 @@ CASTS: list[tuple[str, str, str, str, object]] = [
     ("DRAGOMAN_SERVE_MAX_CONNECTIONS", "20", "daemon", "max_connections", 20),
     ("DRAGOMAN_SERVE_HEADER_TIMEOUT", "2.5", "daemon", "header_timeout", 2.5),
     ("DRAGOMAN_SERVE_KEEP_ALIVE", "1", "daemon", "keep_alive", 1.0),
+    ("DRAGOMAN_HOSTED_DIR", "~/hosted", "hosted", "data_dir", HOME / "hosted"),
+    ("DRAGOMAN_DB_URL", "sqlite:////srv/h.db", "hosted", "db_url", "sqlite:////srv/h.db"),
+    ("DRAGOMAN_DISPATCH", "inprocess", "hosted", "dispatch", "inprocess"),
+    ("DRAGOMAN_RATELIMIT_URI", "memory://", "hosted", "ratelimit_uri", "memory://"),
+    ("DRAGOMAN_STORE_URL", "file:///srv/files", "hosted", "store_url", "file:///srv/files"),
+    ("DRAGOMAN_HOSTED_HOST", "0.0.0.0", "hosted", "hosted_host", "0.0.0.0"),
+    ("DRAGOMAN_HOSTED_PORT", "9100", "hosted", "hosted_port", 9100),
+    ("DRAGOMAN_BASE_URL", "https://api.example.com", "hosted", "base_url", "https://api.example.com"),
+    ("DRAGOMAN_RUNNER_WORKERS", "4", "hosted", "runner_workers", 4),
+    ("DRAGOMAN_LEASE_SECONDS", "2.5", "hosted", "lease_seconds", 2.5),
+    ("DRAGOMAN_JOB_ATTEMPTS", "1", "hosted", "job_attempts", 1),
+    ("DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE", "1", "hosted", "webhooks_allow_private", True),
+    ("DRAGOMAN_RESULTS_RETENTION_DAYS", "0.5", "hosted", "results_retention_days", 0.5),
+    ("DRAGOMAN_UPLOADS_RETENTION_DAYS", "1", "hosted", "uploads_retention_days", 1.0),
     ("DRAGOMAN_ALLOWED_ORIGINS", "http://a, http://b", "daemon", "allowed_origins", ("http://a", "http://b")),
     ("SERVICE_SERVE_TOKEN", " s3cret ", "daemon", "token", "s3cret"),
 ]  # fmt: skip
