@@ -39,6 +39,7 @@ import math
 import re
 import struct
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -234,11 +235,13 @@ def _estimate_image_chars(path: Path) -> int:
 
     meta = inspect_image(path)  # typed errors for bombs, junk and too many pages; nothing decoded
     pixels = 0
-    with Image.open(path) as image:
-        for index in range(meta.pages):
-            image.seek(index)
-            width, height = image.size
-            pixels += width * height
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # inspect_image's limit decides
+        with Image.open(path) as image:
+            for index in range(meta.pages):
+                image.seek(index)
+                width, height = image.size
+                pixels += width * height
     return max(1, math.ceil(pixels / PIXELS_PER_CHAR))
 
 

@@ -451,6 +451,9 @@ def test_count_document_chars_estimates_images_from_their_pixels(tmp_path: Path)
     first, second = Image.new("L", (300, 300), 255), Image.new("L", (600, 100), 255)
     first.save(tiff, "TIFF", save_all=True, append_images=[second])
     assert tj.count_document_chars(tiff, tj.TIFF) == math.ceil((90_000 + 60_000) / tj.PIXELS_PER_CHAR)
+    large = tmp_path / "large.png"  # over Pillow's warning size, under the service's 100 MP: no warning
+    Image.new("1", (10_000, 9_500)).save(large)
+    assert tj.count_document_chars(large, tj.PNG) == math.ceil(95_000_000 / tj.PIXELS_PER_CHAR)
     junk = tmp_path / "junk.pdf"
     junk.write_bytes(b"nothing here")
     with pytest.raises(DocumentFormatError):
