@@ -247,6 +247,7 @@ def _docx_bytes() -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.slow
 def test_document_job_and_exports(hosted: Hosted, client: httpx.Client) -> None:
     files = {
         "file": (

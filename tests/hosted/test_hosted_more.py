@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hosted_support import Hosted
+from hosted_support import Hosted, StartHosted
 from support import needs_apertium
 
 from dragoman import webhooks as public_webhooks
@@ -162,6 +162,7 @@ def test_v2_idempotency_key_replays(client: httpx.Client) -> None:
     assert other.status_code == 422 and other.json()["code"] == "idempotency_key_reused"
 
 
+@pytest.mark.slow
 def test_hosted_serve_command(tmp_path: Path, hosted_engine: Any) -> None:
     _engine, root = hosted_engine
     with socket.socket() as s:
@@ -266,3 +267,47 @@ def test_rate_limiter_fixed_window_per_key() -> None:
     assert limiter.hit("b").allowed  # per key
     assert limiter.peek("c").remaining == 3 and limiter.peek("a").remaining == 0
     assert json.dumps(refused)  # plain strings
+
+
+def test_an_upload_past_the_bound_is_413_while_it_streams(
+    hosted: Hosted, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dragoman.server.hosted import app as hosted_app
+
+    monkeypatch.setattr(hosted_app, "MAX_MULTIPART_BYTES", 100_000)  # the service runs in this process
+
+    def chunked() -> Iterator[bytes]:
+        yield b'--b\r\nContent-Disposition: form-data; name="src"\r\n\r\nen\r\n'
+        yield b'--b\r\nContent-Disposition: form-data; name="file"; filename="a.pdf"\r\n\r\n%PDF-1.4\n'
+        for _ in range(50):
+            yield b"0" * 10_000
+        yield b"\r\n--b--\r\n"
+
+    r = client.post(
+        "/api/v1/translate",
+        content=chunked(),
+        headers={"Content-Type": "multipart/form-data; boundary=b"},
+    )
+    assert r.status_code == 413 and r.json()["code"] == "file_too_large"
+    assert client.get("/api/v1/jobs").json()["total"] == 0
+    assert not list((hosted.settings.hosted.data_dir / "tmp").glob("upload-*"))  # nothing left behind
+
+
+@pytest.mark.slow
+def test_a_restart_while_a_job_runs_loses_nothing(start_hosted: StartHosted, tmp_path: Path) -> None:
+    data = tmp_path / "restart-running"
+    first = start_hosted(data, lease_seconds=2.0)
+    text = " ".join(f"The cat number {i} sleeps on the warm mat." for i in range(3000))
+    with first.client() as c:
+        job_id = c.post("/api/v1/translate", json={"text": text, "src": "en", "tgt": "es"}).json()["job_id"]
+        deadline = time.monotonic() + 30
+        while (status := c.get(f"/api/v1/jobs/{job_id}").json()["status"]) == "queued":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    first.stop()  # the runner stops between chunks and puts the job back in the queue
+    assert status == "active", status
+    second = start_hosted(data, lease_seconds=2.0)
+    with httpx.Client(base_url=second.url, headers={"Authorization": f"Bearer {first.key}"}, timeout=60) as c:
+        job = wait_done(c, job_id, timeout=120)
+    assert job["status"] == "done", job
+    assert job["result"].count("gato") >= 3000 and job["credits"] is not None

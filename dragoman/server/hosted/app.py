@@ -125,7 +125,7 @@ from dragoman.server.hosted._models import (
     parse_translate_v1,
     target_list,
 )
-from dragoman.service import billing, idempotency, jobs, netguard, usage
+from dragoman.service import accounts, billing, idempotency, jobs, netguard, usage
 from dragoman.service.db import Database
 from dragoman.service.ratelimit import RateLimiter
 from dragoman.service.storage import Storage, safe_name
@@ -210,18 +210,27 @@ def _check_webhook(request: Request, url: str | None) -> str | None:
 
 
 # ----- v2 (spec 4.4): the daemon's contract, provenance 'server', a key and a daily quota ------------------
-def _v2_gate(db: Database, header: str | None) -> KeyInfo:
-    from dragoman.service import accounts
-
-    key = accounts.authenticate(db, header)
-    usage.count_request(db, key.key_id)
-    return key
+def _v2_take(db: Database, key: KeyInfo, chars: int | None) -> None:
+    """Counts the request in the key's day and takes ``chars`` from its daily quota (None: a request that
+    failed validation, counted only), in one write transaction; 429 QuotaExceeded with the count kept."""
+    refused: QuotaExceeded | None = None
+    with db.write() as conn:
+        usage.count_request(conn, key.key_id)
+        if chars is not None:
+            try:
+                usage.add_v2_chars(conn, key, chars)
+            except QuotaExceeded as exc:
+                refused = exc
+    if refused is not None:
+        raise refused
 
 
 async def translate_v2(request: Request) -> Response:
     """Translate one text or a batch (the local daemon's contract; provenance 'server')."""
     state = request.app.state
-    key = await anyio.to_thread.run_sync(_v2_gate, state.db, request.headers.get("authorization"))
+    key = await anyio.to_thread.run_sync(
+        accounts.authenticate, state.db, request.headers.get("authorization")
+    )
     body = await _read(request, MAX_LOCAL_BODY_BYTES)
     body_print = idempotency.fingerprint(request.method, request.url.path, body)
 
@@ -233,10 +242,13 @@ async def translate_v2(request: Request) -> Response:
 
 async def _translate_v2(request: Request, key: KeyInfo, body: bytes) -> Response:
     state = request.app.state
-    req = parse_translate(body)
+    try:
+        req = parse_translate(body)
+    except DragomanError:
+        await anyio.to_thread.run_sync(_v2_take, state.db, key, None)
+        raise
     texts = [req.text] if req.text is not None else list(req.texts or [])
-    chars = sum(len(t) for t in texts)
-    await anyio.to_thread.run_sync(usage.add_v2_chars, state.db, key, chars)  # 429 quota
+    await anyio.to_thread.run_sync(_v2_take, state.db, key, sum(len(t) for t in texts))  # 429: quota
     engine: Engine = state.engine
     pool: EnginePool = state.pool
     options = TranslateOptions(req.target, req.source, req.tier, tuple(glossary_entries(req.glossary) or ()))
