@@ -178,21 +178,39 @@ def _balance(conn: Connection, account_id: str, mode: str) -> int:
     return int(value or 0)
 
 
+#: Reservations older than this are not looked at by the monthly cap: no job stays open that long (a lease
+#: expires in seconds, attempts are bounded, results are kept 30 days), and the cap's query stays bounded by
+#: recent rows instead of growing with a key's whole history.
+OPEN_RESERVATION_HORIZON_MS: Final = 35 * 86_400_000
+
+
 def month_committed(conn: Connection, key_id: str, at_ms: int | None = None) -> int:
-    """Credits the key (with the keys it replaced) spent this UTC month plus its reservations still open."""
-    start, _ = month_bounds_ms(now_ms() if at_ms is None else at_ms)
+    """Credits the key (with the keys it replaced) spent this UTC month plus its reservations still open
+    (those made within :data:`OPEN_RESERVATION_HORIZON_MS`): one range scan of the key's recent rows."""
+    at = now_ms() if at_ms is None else at_ms
+    start, _ = month_bounds_ms(at)
     ids = lineage(conn, key_id)
+    per_job = (
+        select(
+            func.sum(ledger.c.amount + ledger.c.spent).label("held"),
+            func.sum(case((ledger.c.at_ms >= start, ledger.c.spent), else_=0)).label("spent"),
+        )
+        .where(
+            ledger.c.key_id.in_(ids),
+            ledger.c.job_id.is_not(None),
+            ledger.c.at_ms >= min(start, at - OPEN_RESERVATION_HORIZON_MS),
+        )
+        .group_by(ledger.c.job_id)
+        .subquery()
+    )
+    # A job reserved before the window shows only its settlement here (held >= 0): not open.
     row = conn.execute(
         select(
-            func.coalesce(func.sum(ledger.c.amount + ledger.c.spent), 0),
-            func.coalesce(
-                func.sum(case((ledger.c.at_ms >= start, ledger.c.spent), else_=0)),
-                0,
-            ),
-        ).where(ledger.c.key_id.in_(ids), ledger.c.job_id.is_not(None))
+            func.coalesce(func.sum(case((per_job.c.held < 0, -per_job.c.held), else_=0)), 0),
+            func.coalesce(func.sum(per_job.c.spent), 0),
+        )
     ).one()
-    open_reservations = -int(row[0])
-    return open_reservations + int(row[1])
+    return int(row[0]) + int(row[1])
 
 
 def _entry(

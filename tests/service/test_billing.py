@@ -5,6 +5,7 @@ and concurrent reservations that never overdraw a balance or pass a cap."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -367,3 +368,71 @@ def test_a_bad_amount_is_refused(db: Database, amount: object) -> None:
         _reserve(db, key, "j1", amount)  # type: ignore[arg-type]
     with pytest.raises(InvalidRequest):
         _charge(db, key, "j1", amount)  # type: ignore[arg-type]
+
+
+def _old_history(db: Database, key: KeyInfo, jobs: int, first: int) -> None:
+    """``jobs`` settled jobs of the key 40 to 60 days ago (reserve, charge), written in one go."""
+    at = now_ms() - 40 * 86_400_000
+    rows = []
+    for i in range(first, first + jobs):
+        common = {"account_id": key.account_id, "key_id": key.key_id, "job_id": f"old{i}", "mode": "live"}
+        when = at - (i % 20) * 86_400_000
+        rows.append(
+            {**common, "entry": "reserve", "amount": -3, "spent": 0, "product": "translate", "at_ms": when}
+        )
+        rows.append(
+            {**common, "entry": "charge", "amount": 0, "spent": 3, "product": "translate", "at_ms": when + 1}
+        )
+    with db.write() as conn:
+        conn.execute(insert(ledger), rows)
+
+
+def test_a_reservation_older_than_the_horizon_is_not_counted_and_old_settlements_count_nothing(
+    db: Database,
+) -> None:
+    key, _ = new_key(db, credits=10_000, monthly_cap=100)
+    _old_history(db, key, 50, 0)
+    with db.write() as conn:  # an open reservation from 40 days ago, and one settled across the horizon
+        for job, entry, amount, spent, days in (
+            ("stale", "reserve", -50, 0, 40),
+            ("across", "reserve", -30, 0, 40),
+            ("across", "charge", 0, 30, 1),
+        ):
+            conn.execute(
+                insert(ledger).values(
+                    account_id=key.account_id,
+                    key_id=key.key_id,
+                    job_id=job,
+                    mode="live",
+                    entry=entry,
+                    amount=amount,
+                    spent=spent,
+                    product="translate",
+                    at_ms=now_ms() - days * 86_400_000,
+                )
+            )
+        start, _ = billing.month_bounds_ms(now_ms())
+        in_month = 30 if now_ms() - 86_400_000 >= start else 0
+        assert billing.month_committed(conn, key.key_id) == in_month
+    _reserve(db, key, "j1", 100 - in_month)  # exactly up to the cap
+    with pytest.raises(MonthlyCapReached):
+        _reserve(db, key, "j2", 1)
+
+
+def test_the_cap_check_does_not_grow_with_a_keys_old_history(db: Database) -> None:
+    key, _ = new_key(db, credits=10**9, monthly_cap=10**9)
+
+    def best(rounds: int = 7) -> float:
+        times: list[float] = []
+        for i in range(rounds):
+            start = time.perf_counter()
+            with db.write() as conn:
+                billing.reserve(conn, key, f"probe{len(times)}-{i}-{time.perf_counter_ns()}", 1)
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    _old_history(db, key, 1_000, 0)
+    small = best()
+    _old_history(db, key, 15_000, 1_000)  # 16 times the history
+    large = best()
+    assert large / small < 3.5, (small, large)
