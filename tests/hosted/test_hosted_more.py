@@ -311,3 +311,32 @@ def test_a_restart_while_a_job_runs_loses_nothing(start_hosted: StartHosted, tmp
         job = wait_done(c, job_id, timeout=120)
     assert job["status"] == "done", job
     assert job["result"].count("gato") >= 3000 and job["credits"] is not None
+
+
+def test_an_upload_retried_with_another_boundary_is_the_same_request(
+    hosted: Hosted, client: httpx.Client
+) -> None:
+    data = _docx_bytes()
+
+    def form(boundary: str) -> bytes:
+        return (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="src"\r\n\r\nen\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="tgt"\r\n\r\nes\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.docx"\r\n\r\n'
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+
+    answers = [
+        client.post(
+            "/api/v1/translate",
+            content=form(boundary),
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}", "Idempotency-Key": "up"},
+        )
+        for boundary in ("one", "another")
+    ]
+    assert [a.status_code for a in answers] == [202, 202], [a.text for a in answers]
+    assert answers[1].json() == answers[0].json() and answers[1].headers["idempotent-replayed"] == "true"
+    assert client.get("/api/v1/jobs").json()["total"] == 1

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -368,8 +367,8 @@ class _Upload:
         self.path.unlink(missing_ok=True)
 
 
-def _bounded_receive(receive: Receive, limit: int, hasher: Any) -> Receive:
-    """``receive`` that hashes the body and stops it past ``limit`` bytes (413)."""
+def _bounded_receive(receive: Receive, limit: int) -> Receive:
+    """``receive`` that stops the body past ``limit`` bytes (413)."""
     size = 0
 
     async def wrapped() -> Message:
@@ -380,21 +379,19 @@ def _bounded_receive(receive: Receive, limit: int, hasher: Any) -> Receive:
             size += len(chunk)
             if size > limit:
                 raise FileTooLarge(f"the upload is over the {MAX_FILE_BYTES:,} byte limit (200 MB)")
-            hasher.update(chunk)
         return message
 
     return wrapped
 
 
 async def _read_multipart(request: Request, tmp_dir: Path) -> tuple[_Upload, str]:
-    """The form's file (spooled to ``tmp_dir``) and fields, and the fingerprint of the whole body."""
+    """The form's file (spooled to ``tmp_dir``) and fields, and the request's fingerprint (of its parts)."""
     import hashlib
 
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > MAX_MULTIPART_BYTES:
         raise FileTooLarge(f"the upload is over the {MAX_FILE_BYTES:,} byte limit (200 MB)")
-    hasher = hashlib.sha256()
-    counted = Request(request.scope, _bounded_receive(request.receive, MAX_MULTIPART_BYTES, hasher))
+    counted = Request(request.scope, _bounded_receive(request.receive, MAX_MULTIPART_BYTES))
     try:
         form = await counted.form(max_files=1, max_fields=16, max_part_size=MAX_SMALL_BODY_BYTES)
     except DragomanError:
@@ -413,17 +410,26 @@ async def _read_multipart(request: Request, tmp_dir: Path) -> tuple[_Upload, str
         handle, name = tempfile.mkstemp(prefix="upload-", dir=tmp_dir)
         path = Path(name)
 
-        def copy() -> None:
+        def copy() -> str:
+            digest = hashlib.sha256()
             with os.fdopen(handle, "wb") as out:
                 file.file.seek(0)
-                shutil.copyfileobj(file.file, out, _COPY_CHUNK)
+                while block := file.file.read(_COPY_CHUNK):
+                    digest.update(block)
+                    out.write(block)
+            return digest.hexdigest()
 
-        await anyio.to_thread.run_sync(copy)
+        try:
+            file_sha = await anyio.to_thread.run_sync(copy)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         upload = _Upload(path, file.filename or "document", file.content_type, fields)
     finally:
         await form.close()
-    fields_print = json.dumps(sorted(upload.fields.items()), ensure_ascii=False).encode()
-    body_print = idempotency.fingerprint(request.method, request.url.path, hasher.digest() + fields_print)
+    # The parts, not the raw body: a client's retry may choose another multipart boundary.
+    parts = {"file_sha256": file_sha, "filename": upload.filename, "fields": sorted(upload.fields.items())}
+    body_print = idempotency.fingerprint(request.method, request.url.path, json.dumps(parts).encode())
     return upload, body_print
 
 
