@@ -106,7 +106,9 @@ class JobRunner:
         self._wake = threading.Condition()
         self._wakes = 0
         self._threads: list[threading.Thread] = []
-        self._running: dict[str, _Running] = {}
+        #: Runs by (job id, worker): one runner may hold a job twice for a moment (its own lease expired under
+        #: load and another of its workers claimed it again); each run must stay reachable to be cancelled.
+        self._running: dict[tuple[str, str], _Running] = {}
         self._running_lock = threading.Lock()
 
     # ----- life -----------------------------------------------------------------------------------------
@@ -156,7 +158,7 @@ class JobRunner:
     def running(self) -> list[str]:
         """Ids of the jobs being worked on now."""
         with self._running_lock:
-            return list(self._running)
+            return [job_id for job_id, _ in self._running]
 
     def requeue_expired(self) -> int:
         try:
@@ -186,7 +188,7 @@ class JobRunner:
     def _run(self, job: JobRecord, owner: str) -> None:
         run = _Running(job, owner, CancelToken())
         with self._running_lock:
-            self._running[job.id] = run
+            self._running[job.id, owner] = run
         ctx = JobContext(
             progress=lambda done, total, message: self._progress(run, done, total), cancel=run.token
         )
@@ -203,7 +205,7 @@ class JobRunner:
             self._completed(run, outcome)
         finally:
             with self._running_lock:
-                self._running.pop(job.id, None)
+                self._running.pop((job.id, owner), None)
 
     def _completed(self, run: _Running, outcome: JobOutcome) -> None:
         try:

@@ -107,7 +107,7 @@ def stage() -> Stage:
 
 
 def _runner(
-    db: Database, stage: Stage, storage: Storage, tmp_path: Path, *, lease: float = 1.5, **kw: Any
+    db: Database, stage: Stage, storage: Storage, tmp_path: Path, *, lease: float = 3.0, **kw: Any
 ) -> JobRunner:
     settings = HostedSettings(data_dir=tmp_path, runner_workers=2, lease_seconds=lease, job_attempts=3)
     handlers = {"chunky": stage.chunked, "flaky": stage.flaky, "refused": stage.refused}
@@ -222,6 +222,25 @@ def test_a_lost_lease_stops_the_handler_and_records_nothing(
     assert entries(db, job.id) == {"reserve": 1}
 
 
+def test_a_run_whose_lease_expired_under_load_is_stopped_when_the_job_is_claimed_again(
+    db: Database, key: KeyInfo, storage: Storage, stage: Stage, tmp_path: Path
+) -> None:
+    job = _submit(db, key, chunks=4, hold=True, credits=12)
+    with _runner(db, stage, storage, tmp_path):
+        assert stage.started.wait(BOUND_S)
+        with db.write() as conn:  # its heartbeats came too late: the lease ran out
+            conn.execute(jobs_table.update().where(jobs_table.c.id == job.id).values(lease_expires_ms=0))
+        assert jobs.requeue_expired(db) == 1
+        assert _until(lambda: len(stage.calls) == 2)  # the runner's other worker claimed it again
+        assert _until(lambda: job.id in stage.stopped)  # and the first run, no longer the job's, stopped
+        stage.release.set()
+        assert _until(lambda: _status(db, key, job) == "done")
+    assert stage.stopped[job.id] == "the job's lease was lost"
+    assert jobs.get(db, key.key_id, job.id).attempts == 2
+    assert entries(db, job.id) == {"reserve": 1, "charge": 1} and spent(db, job.id) == 12
+    _books(db, key)
+
+
 def test_a_runner_killed_mid_job_loses_nothing_and_charges_once(
     db: Database, key: KeyInfo, storage: Storage, stage: Stage, tmp_path: Path
 ) -> None:
@@ -229,7 +248,7 @@ def test_a_runner_killed_mid_job_loses_nothing_and_charges_once(
     dead = jobs.claim(db, "killed-runner/0", 0.3)  # claimed, then the process died: no heartbeat again
     assert dead is not None and dead.id == job.id
     jobs.set_progress(db, job.id, "killed-runner/0", 60)
-    with _runner(db, stage, storage, tmp_path, lease=1.0):  # restarted before the old lease ran out
+    with _runner(db, stage, storage, tmp_path, lease=2.0):  # restarted before the old lease ran out
         assert _until(lambda: _status(db, key, job) == "done")
     assert jobs.complete(db, job.id, "killed-runner/0", JobOutcome(result="ghost")) is None
     record = jobs.get(db, key.key_id, job.id)
