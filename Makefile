@@ -40,6 +40,9 @@ demo: setup
 	@echo
 	@echo "== The MCP tool server, driven by an agent-side client over stdio (examples/mcp_client.py)"
 	$(BIN)/python examples/mcp_client.py
+	@echo
+	@echo "== The hosted service, driven by an API client: job, poll, cancel, exports, signed webhook (examples/hosted_client.py)"
+	$(BIN)/python examples/hosted_client.py --start
 
 # The coverage floor is `fail_under` in pyproject.toml; the lines each file misses go to build/coverage.md.
 # pytest's own exit status stands: 5 (no test ran) fails as any other.
