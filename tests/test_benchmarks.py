@@ -10,6 +10,7 @@ import asyncio
 import importlib.util
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import pytest
 from support import needs_apertium
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "mcp.py")
+SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "hosted.py", "mcp.py")
 
 
 def _load(name: str) -> ModuleType:
@@ -301,6 +302,35 @@ def test_daemon_quick_run() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "target (HTTP overhead" not in done.stdout  # no row of 8 clients asked for
     assert " | " in done.stdout.splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_hosted_quick_run() -> None:
+    done = _run_script(
+        "hosted.py",
+        "--quick",
+        "--pack",
+        "tiny",
+        "--clients",
+        "1",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.3",
+        "--jobs",
+        "4",
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    for side in ("daemon", "v2", "v1"):
+        assert re.search(rf"^\s+1\s+{side} \|", out, re.M), out
+    assert re.search(
+        r"^async jobs: 4 jobs of ~[\d,]+ characters a round, submit to last done: [\d.]+ jobs/s", out, re.M
+    )
+    assert "jobs not done" not in out
+    assert "target (hosted v2" not in out  # no row of 8 clients asked for
+    assert "the 60/min limit never met" in out
 
 
 @pytest.mark.slow
