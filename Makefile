@@ -72,6 +72,7 @@ bench: setup
 	$(BIN)/python benchmarks/apertium.py
 	$(BIN)/python benchmarks/mcp.py
 	$(BIN)/python benchmarks/daemon.py
+	$(BIN)/python benchmarks/hosted.py
 	$(BIN)/python benchmarks/formats.py
 
 clean:
