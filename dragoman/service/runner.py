@@ -10,7 +10,7 @@ One keeper thread watches the running jobs:
   at its next :meth:`JobContext.check` (between chunks) and its completion, if it still comes, loses the
   compare-and-set (nothing charged). Files it stored are deleted.
 - it re-queues jobs whose lease expired (a worker that died or hung; also once at start: a restart loses
-  nothing), and runs the retention purge every hour.
+  nothing), and starts the retention purge every hour (on a thread of its own).
 
 Progress: ``ctx.progress(done, total, message)`` becomes ``progress_percent`` (at most 99 until done),
 written when it changes and at most every :data:`PROGRESS_EVERY_S`; a write that finds the job no longer
@@ -110,6 +110,7 @@ class JobRunner:
         #: load and another of its workers claimed it again); each run must stay reachable to be cancelled.
         self._running: dict[tuple[str, str], _Running] = {}
         self._running_lock = threading.Lock()
+        self._purger: threading.Thread | None = None
 
     # ----- life -----------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -137,7 +138,7 @@ class JobRunner:
             run.token.cancel(STOPPING_REASON)
         self.wake()
         deadline = time.monotonic() + timeout
-        for thread in self._threads:
+        for thread in [*self._threads, *([self._purger] if self._purger else [])]:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._threads = []
 
@@ -188,7 +189,14 @@ class JobRunner:
     def _run(self, job: JobRecord, owner: str) -> None:
         run = _Running(job, owner, CancelToken())
         with self._running_lock:
-            self._running[job.id, owner] = run
+            # stop() sets _stopping, then cancels what it finds here under this lock: a job claimed while it
+            # ran (one that a sibling just put back, say) is seen here and goes back unstarted
+            stopping = self._stopping.is_set()
+            if not stopping:
+                self._running[job.id, owner] = run
+        if stopping:
+            jobs.release(self.db, job.id, owner)
+            return
         ctx = JobContext(
             progress=lambda done, total, message: self._progress(run, done, total), cancel=run.token
         )
@@ -292,11 +300,19 @@ class JobRunner:
                 if now - last_requeue >= requeue_every:
                     last_requeue = now
                     self.requeue_expired()
-                if now >= next_purge:
+                if now >= next_purge and (self._purger is None or not self._purger.is_alive()):
                     next_purge = now + self.purge_every_s
-                    retention.purge(self.db, self.storage, self.settings, now_ms())
+                    # on its own thread: a long purge must not delay the heartbeats (leases would expire)
+                    self._purger = threading.Thread(target=self._purge, name="job-retention", daemon=True)
+                    self._purger.start()
             except Exception:
                 log.exception("the job keeper's round failed")
+
+    def _purge(self) -> None:
+        try:
+            retention.purge(self.db, self.storage, self.settings, now_ms())
+        except Exception:
+            log.exception("the retention purge failed")
 
     def _snapshot(self) -> list[_Running]:
         with self._running_lock:
