@@ -68,3 +68,13 @@ def start_service(
     account = accounts.create_account(db, name="test", plan="pro", credits=100_000, test_credits=5_000)
     made = accounts.create_key(db, account.id)
     return Hosted(daemon.url, db, settings, daemon, app, account.id, made.key, made.key_id)
+
+
+def make_engine(root: Path) -> Engine:
+    """The tests' engine (provenance 'server'): Apertium eng<->spa and a tiny CTranslate2 pack en->de built
+    under ``root/packs``; close it when done."""
+    from dragoman.testing.tinypack import build_argos_pack
+    from dragoman.translation.engine import Engine
+
+    build_argos_pack(root / "packs" / "translate-en_de", "en", "de")
+    return Engine(isolated_settings(root, apertium=True), provenance="server")

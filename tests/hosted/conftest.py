@@ -11,19 +11,15 @@ from typing import Any
 
 import httpx
 import pytest
-from hosted_support import Hosted, StartHosted, start_service
-from support import isolated_settings
+from hosted_support import Hosted, StartHosted, make_engine, start_service
 
-from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.engine import Engine
 
 
 @pytest.fixture(scope="session")
 def hosted_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Engine, Path]]:
     root = tmp_path_factory.mktemp("hosted-engine")
-    build_argos_pack(root / "packs" / "translate-en_de", "en", "de")
-    conf = isolated_settings(root, apertium=True)
-    with Engine(conf, provenance="server") as engine:
+    with make_engine(root) as engine:
         yield engine, root
 
 
