@@ -393,7 +393,7 @@ class FileAccessError(DragomanError):
 
 # ----- the hosted service's jobs (issue 12) ------------------------------------------------------------
 class JobNotFound(DragomanError):
-    """A job (or batch) that does not exist, or belongs to another key: the two answer alike (spec 7.1: 404)."""
+    """A job (or batch) that does not exist or belongs to another key: both answer alike (spec 7.1: 404)."""
 
     status = 404
     code = "not_found"
