@@ -13,6 +13,7 @@ forces it); :func:`status` says what is installed.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import statistics
@@ -29,6 +30,7 @@ from dragoman.errors import OcrUnavailable
 from dragoman.languages.catalogue import get, resolve
 
 if TYPE_CHECKING:
+    import numpy as np
     from PIL import Image
 
 log = logging.getLogger("dragoman.documents.ocr")
@@ -68,6 +70,28 @@ _TESSERACT: dict[str, str] = {
 
 #: When the source is unknown, installed Latin-script languages are tried in this order of preference.
 _DEFAULT_PREFERENCE = ("eng", "spa", "fra", "deu", "por", "ita", "nld", "cat", "pol", "tur", "ind", "vie")
+
+#: A line is cut where two neighbouring words are further apart than this many word heights (about 1.5 em)
+#: and :data:`SPLIT_SPACES` times the page's usual word space: a table cell, a form's label and value, or a
+#: column boundary, never a space (even a justified one).
+SPLIT_HEIGHTS = 2.0
+SPLIT_SPACES = 3.0
+#: The pieces of two lines one above the other are one paragraph only when at most this many word heights
+#: apart, and when the lower one's first word would not have fitted at the end of the upper one with
+#: FIT_SLACK word heights to spare (see :func:`_wraps`).
+JOIN_HEIGHTS = 2.0
+FIT_SLACK = 1.0
+_ROW_LOOK = 8
+
+#: Ruling lines (:func:`erase_rules`): pixels darker than this (0-255) in a straight run at least
+#: RULE_FRACTION of the image's side long (and MIN_RULE_PX) and at most MAX_RULE_PX thick. Images over
+#: MAX_RULE_PIXELS are read as they are (the masks take a few bytes a pixel).
+RULE_DARKNESS = 160
+RULE_FRACTION = 0.06
+MIN_RULE_PX = 100
+MAX_RULE_PX = 8
+MAX_RULE_PIXELS = 60_000_000
+_RULE_STRIPE = 256
 
 #: The end of a sentence (closing quotes and brackets may follow).
 _SENTENCE_END = re.compile(r"[.!?:;\u2026\u3002\uff01\uff1f\uff1a\uff1b][\"'\u201d\u2019\u00bb)\]]*$")
@@ -158,6 +182,65 @@ def prepare(image: Image.Image) -> Image.Image:
     return image.convert("RGB")
 
 
+def erase_rules(image: Image.Image) -> Image.Image:
+    """A copy of ``image`` (mode ``1``, ``L`` or ``RGB``) without the ruling lines of tables and forms.
+
+    Tesseract reads a ruled table badly: the lines around a cell make it take the cell for a picture and
+    skip its text. Dark pixels in a thin straight run longer than :data:`RULE_FRACTION` of the image's
+    side (at least :data:`MIN_RULE_PX`) are painted white: a horizontal run at most :data:`MAX_RULE_PX`
+    thick, or a vertical one as thin. Letters are shorter, and filled areas (a dark header cell) are thick,
+    so they stay. The boxes Tesseract then finds are in the same coordinates. Linear in the pixels.
+    """
+    import numpy as np
+    from PIL import Image as PILImage
+
+    if image.width * image.height > MAX_RULE_PIXELS:
+        return image
+    grey = np.array(image.convert("L"))
+    height, width = grey.shape
+    dark = grey < RULE_DARKNESS
+    if not dark.any():
+        return image
+    across, down = (
+        max(MIN_RULE_PX, round(width * RULE_FRACTION)),
+        max(MIN_RULE_PX, round(height * RULE_FRACTION)),
+    )
+    long_down, thin_down = np.zeros_like(dark), np.zeros_like(dark)
+    for x in range(0, width, _RULE_STRIPE):
+        runs = _run_lengths(dark[:, x : x + _RULE_STRIPE].T).T
+        long_down[:, x : x + _RULE_STRIPE] = runs >= down
+        thin_down[:, x : x + _RULE_STRIPE] = runs <= MAX_RULE_PX
+    erased = 0
+    for y in range(0, height, _RULE_STRIPE):
+        runs = _run_lengths(dark[y : y + _RULE_STRIPE])
+        rows = slice(y, y + _RULE_STRIPE)
+        rule = ((runs >= across) & thin_down[rows]) | (long_down[rows] & (runs <= MAX_RULE_PX))
+        grey[rows][rule] = 255
+        erased += int(rule.sum())
+    if not erased:
+        return image
+    log.debug("erased %d pixels of ruling lines", erased)
+    out = PILImage.fromarray(grey, mode="L")
+    return out if image.mode != "1" else out.convert("1")
+
+
+def _run_lengths(mask: np.ndarray) -> np.ndarray:
+    """For each True cell of a 2-D boolean array, the length of the run of True cells along its row that
+    it belongs to (0 for False cells)."""
+    import numpy as np
+
+    rows, cols = mask.shape
+    padded = np.zeros((rows, cols + 1), dtype=bool)
+    padded[:, :cols] = mask
+    flat = padded.ravel()
+    edges = np.diff(flat.astype(np.int8), prepend=np.int8(0))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    lengths = (ends - starts).astype(np.int32)
+    out = np.zeros(flat.size, dtype=np.int32)
+    out[flat] = np.repeat(lengths, lengths)
+    return out.reshape(rows, cols + 1)[:, :cols]
+
+
 def ocr_image(
     image: Image.Image, tesseract_lang: str, *, timeout: int = OCR_TIMEOUT_SECONDS
 ) -> list[OcrBlock]:
@@ -167,7 +250,7 @@ def ocr_image(
     it takes longer than ``timeout`` seconds, :class:`DocumentFormatError` when it cannot read the image.
     """
     check_languages(tesseract_lang)
-    data = image_to_data(prepare(image), tesseract_lang, timeout)
+    data = image_to_data(erase_rules(prepare(image)), tesseract_lang, timeout)
     blocks = blocks_from_data(data) if data else []
     log.debug("OCR (%s) found %d paragraphs in a %dx%d image", tesseract_lang, len(blocks), *image.size)
     return blocks
@@ -177,36 +260,257 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     """Group the word rows of Tesseract's TSV (as columns, see :func:`._tesseract.image_to_data`) into
     paragraphs, in reading order (Tesseract's block, paragraph, line and word numbers).
 
-    Tesseract splits paragraphs too eagerly where line lengths vary; a paragraph whose last line runs to
+    Tesseract reads a form's label and its value, the cells of a table row, or two columns of text as one
+    line when they sit at the same height. A line is cut where the gap between two words is far wider than a
+    word space (:data:`SPLIT_HEIGHTS`, :data:`SPLIT_SPACES`): each piece (a cell, a label, a value, a
+    column's line) becomes a paragraph of its own, and the pieces of consecutive lines that sit one above the
+    other and read as wrapped text are joined again (:func:`_wraps`), so a column reads down before the next
+    one starts while table cells and form fields stay apart.
+
+    Tesseract also splits paragraphs too eagerly where line lengths vary; a paragraph whose last line runs to
     the right edge of its block without ending a sentence is joined with the next one of the same block
-    (a sentence cut in two translates badly).
+    (a sentence cut in two translates badly). Linear in the words (plus sorting).
     """
-    words: dict[tuple[int, int, int], dict[int, list[int]]] = {}
+    lines: dict[tuple[int, int, int], dict[int, list[int]]] = {}
     for i, text in enumerate(data["text"]):
         if int(data["level"][i]) != 5 or not str(text).strip() or float(data["conf"][i]) < 0:
             continue
         key = (int(data["page_num"][i]), int(data["block_num"][i]), int(data["par_num"][i]))
-        words.setdefault(key, {}).setdefault(int(data["line_num"][i]), []).append(i)
+        lines.setdefault(key, {}).setdefault(int(data["line_num"][i]), []).append(i)
     left = [int(v) for v in data["left"]]
+    top = [int(v) for v in data["top"]]
     right = [int(x) + int(w) for x, w in zip(data["left"], data["width"], strict=True)]
+    bottom = [int(y) + int(h) for y, h in zip(data["top"], data["height"], strict=True)]
+    hyphens = frozenset(i for i, text in enumerate(data["text"]) if str(text).strip().endswith("-"))
+    boxes = _Boxes(left, top, right, bottom, hyphens)
+    spaces = _word_spaces(lines, boxes)
     regions: dict[tuple[int, int], tuple[int, int]] = {}
-    for (page, block, _), numbered in words.items():
+    for (page, block, _), numbered in lines.items():
         for i in (i for line in numbered.values() for i in line):
             x0, x1 = regions.get((page, block), (left[i], right[i]))
             regions[(page, block)] = (min(x0, left[i]), max(x1, right[i]))
-    paragraphs: list[tuple[tuple[int, int], list[list[int]]]] = []
-    for key in sorted(words):
-        lines = [words[key][n] for n in sorted(words[key])]
+    paragraphs: list[tuple[tuple[int, int] | None, list[list[int]]]] = []
+    for key in sorted(lines):
+        space = spaces.get(key[0], 0.0)
+        pieces = [_split_line(lines[key][n], boxes, space) for n in sorted(lines[key])]
         region = key[:2]
-        if paragraphs and paragraphs[-1][0] == region:
+        chains = _chains(pieces, boxes, space)
+        first = chains[0]
+        if paragraphs and paragraphs[-1][0] == region and all(len(line) == 1 for line in pieces):
             last = paragraphs[-1][1][-1]
             x0, x1 = regions[region]
             ends = _SENTENCE_END.search(str(data["text"][last[-1]]).strip()) is not None
             if not ends and max(right[i] for i in last) >= x1 - 0.15 * (x1 - x0):
-                paragraphs[-1][1].extend(lines)
+                paragraphs[-1][1].extend(first)
+                chains = chains[1:]
+        whole = all(len(line) == 1 for line in pieces)
+        paragraphs.extend((None, chain) for chain in chains[:-1])
+        if chains:
+            paragraphs.append((region if whole else None, chains[-1]))
+    chains = [chain for _, chain in paragraphs]
+    pages = [int(data["page_num"][chain[0][0]]) for chain in chains]
+    return [_block(data, chain) for chain in _cut_rows(chains, pages, boxes)]
+
+
+@dataclass(frozen=True)
+class _Boxes:
+    """The word boxes of a TSV, by row: left, top, right and bottom edges in pixels."""
+
+    left: list[int]
+    top: list[int]
+    right: list[int]
+    bottom: list[int]
+    hyphens: frozenset[int]  # the words that end with a hyphen
+
+    def text_ends_hyphen(self, word: int) -> bool:
+        return word in self.hyphens
+
+    def gap(self, a: int, b: int) -> int:
+        """The horizontal distance between words ``a`` and ``b`` (either order; 0 when they overlap)."""
+        return max(0, self.left[b] - self.right[a], self.left[a] - self.right[b])
+
+    def span(self, words: Sequence[int]) -> tuple[int, int, int, int]:
+        return (
+            min(self.left[i] for i in words),
+            min(self.top[i] for i in words),
+            max(self.right[i] for i in words),
+            max(self.bottom[i] for i in words),
+        )
+
+    def height(self, words: Sequence[int]) -> float:
+        """The median height of the words, in pixels."""
+        return float(statistics.median(self.bottom[i] - self.top[i] for i in words))
+
+
+def _word_spaces(
+    lines: Mapping[tuple[int, int, int], Mapping[int, list[int]]], boxes: _Boxes
+) -> dict[int, float]:
+    """Each page's usual word space: the median gap between neighbouring words of a line, counting only
+    gaps narrower than the line's word height (wider ones are cell or column boundaries, not spaces)."""
+    gaps: dict[int, list[int]] = {}
+    for (page, _, _), numbered in lines.items():
+        for words in numbered.values():
+            if len(words) < 2:
                 continue
-        paragraphs.append((region, lines))
-    return [_block(data, lines) for _, lines in paragraphs]
+            height = boxes.height(words)
+            found = gaps.setdefault(page, [])
+            found.extend(g for a, b in itertools.pairwise(words) if (g := boxes.gap(a, b)) < height)
+    return {page: float(statistics.median(found)) for page, found in gaps.items() if found}
+
+
+def _split_line(words: list[int], boxes: _Boxes, space: float) -> list[list[int]]:
+    """A line's words (in Tesseract's reading order) cut into pieces where two neighbours are further apart
+    than :data:`SPLIT_HEIGHTS` word heights and :data:`SPLIT_SPACES` word spaces."""
+    limit = max(SPLIT_HEIGHTS * boxes.height(words), SPLIT_SPACES * space)
+    pieces = [[words[0]]]
+    for before, word in itertools.pairwise(words):
+        if boxes.gap(before, word) > limit:
+            pieces.append([word])
+        else:
+            pieces[-1].append(word)
+    return pieces
+
+
+def _chains(pieces: list[list[list[int]]], boxes: _Boxes, space: float) -> list[list[list[int]]]:
+    """The pieces of a paragraph's lines grouped into paragraphs: a piece continues the paragraph of the
+    piece just above it on the previous line when :func:`_wraps` says so. In the order the paragraphs
+    start: by line, then in Tesseract's order within a line (a column before the next one).
+
+    Each line's pieces are matched with the previous line's by one sweep in ``x`` order: linear plus sorting.
+    """
+    chains: list[list[list[int]]] = []
+    edges: list[tuple[int, int]] = []  # each chain's leftmost and rightmost edge so far
+    above: list[tuple[tuple[int, int, int, int], int]] = []  # the previous line's pieces: box, chain
+    for line in pieces:
+        spans = [boxes.span(piece) for piece in line]
+        order = sorted(range(len(line)), key=lambda k: spans[k][0])
+        chain_of = [-1] * len(line)
+        j = 0
+        for k in order:
+            while j < len(above) and above[j][0][2] < spans[k][0]:
+                j += 1
+            if j < len(above):
+                box, chain = above[j]
+                x0, x1 = edges[chain]
+                column = (min(x0, spans[k][0]), max(x1, spans[k][2]))
+                if _wraps(chains[chain][-1], box, line[k], spans[k], column, boxes, space):
+                    chain_of[k] = chain
+                    j += 1  # one piece continues a paragraph
+        for k, piece in enumerate(line):  # new paragraphs start in Tesseract's reading order
+            if chain_of[k] < 0:
+                chains.append([piece])
+                edges.append((spans[k][0], spans[k][2]))
+                chain_of[k] = len(chains) - 1
+            else:
+                chains[chain_of[k]].append(piece)
+                x0, x1 = edges[chain_of[k]]
+                edges[chain_of[k]] = (min(x0, spans[k][0]), max(x1, spans[k][2]))
+        above = [(spans[k], chain_of[k]) for k in order]
+    return chains
+
+
+def _wraps(
+    upper: list[int],
+    upper_box: tuple[int, int, int, int],
+    lower: list[int],
+    lower_box: tuple[int, int, int, int],
+    column: tuple[int, int],
+    boxes: _Boxes,
+    space: float,
+) -> bool:
+    """True when the ``lower`` piece (words in reading order) reads as the next line of the ``upper`` one.
+
+    They must overlap across at least half the narrower one's width and be at most :data:`JOIN_HEIGHTS`
+    word heights apart. Then the upper piece must end with a hyphenated word, or have several words (a word
+    over a word is a table's column or a form's labels) and have wrapped: the lower piece's first word would
+    not have fitted after it inside ``column`` (the edges of the paragraph so far) with :data:`FIT_SLACK`
+    word heights to spare. A list of short lines (an address, a form's values, cells) fails that, unless
+    each line is as long as the paragraph's widest: such a list reads like a narrow column of prose.
+    """
+    overlap = min(upper_box[2], lower_box[2]) - max(upper_box[0], lower_box[0])
+    narrower = min(upper_box[2] - upper_box[0], lower_box[2] - lower_box[0])
+    height = boxes.height(lower)
+    if overlap < 0.5 * narrower or lower_box[1] - upper_box[3] > JOIN_HEIGHTS * height:
+        return False
+    last_word = upper[-1]
+    if boxes.text_ends_hyphen(last_word):
+        return True
+    if len(upper) < 2:
+        return False
+    first = lower[0]
+    needed = max(space, 1.0) + boxes.right[first] - boxes.left[first] + FIT_SLACK * height
+    if boxes.left[upper[0]] > boxes.left[upper[-1]]:  # right to left: a line ends at its left edge
+        return upper_box[0] - needed < column[0]
+    return upper_box[2] + needed > column[1]
+
+
+def _cut_rows(chains: list[list[list[int]]], pages: list[int], boxes: _Boxes) -> list[list[list[int]]]:
+    """The paragraphs cut between two lines that are rows of a form or a table.
+
+    Two lines of a paragraph are rows (not wrapped text) when each has, on its own row and on the same side,
+    a neighbour that is a one-line paragraph of its own, and the two neighbours differ: a form's values
+    beside their labels, a table's column beside the next one. Tesseract often makes one paragraph of a
+    column of values whose lines happen to look wrapped. Rows are found by bucketing pieces by height on
+    the page and looking at a few neighbours in ``x`` order: linear in the pieces, plus sorting.
+    """
+    spans = {(c, n): boxes.span(piece) for c, chain in enumerate(chains) for n, piece in enumerate(chain)}
+    if len(spans) < 4:
+        return chains
+    unit = max(1.0, float(statistics.median(b[3] - b[1] for b in spans.values())))
+    buckets: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for key, (_, y0, _, y1) in spans.items():
+        buckets.setdefault((pages[key[0]], int((y0 + y1) / 2 // unit)), []).append(key)
+    sides: dict[tuple[int, int], tuple[int, int]] = {}  # piece -> (side, neighbour's paragraph)
+    for (page, row), own in buckets.items():
+        near = sorted(
+            own + buckets.get((page, row - 1), []) + buckets.get((page, row + 1), []),
+            key=lambda key: spans[key][0],
+        )
+        where = {key: i for i, key in enumerate(near)}
+        for key in own:
+            found = _row_neighbour(key, near, where[key], spans)
+            if found is not None:
+                sides[key] = found
+    out: list[list[list[int]]] = []
+    for c, chain in enumerate(chains):
+        out.append([chain[0]])
+        for n in range(1, len(chain)):
+            upper, lower = sides.get((c, n - 1)), sides.get((c, n))
+            if (
+                upper is not None
+                and lower is not None
+                and upper[0] == lower[0]
+                and upper[1] != lower[1]
+                and len(chains[upper[1]]) == 1
+                and len(chains[lower[1]]) == 1
+            ):
+                out.append([chain[n]])
+            else:
+                out[-1].append(chain[n])
+    return out
+
+
+def _row_neighbour(
+    key: tuple[int, int],
+    near: list[tuple[int, int]],
+    at: int,
+    spans: Mapping[tuple[int, int], tuple[int, int, int, int]],
+) -> tuple[int, int] | None:
+    """The side (-1 left, 1 right) and paragraph of the nearest piece of another paragraph on the same row
+    as ``key`` (their heights overlapping by half), looking at most :data:`_ROW_LOOK` pieces either way."""
+    x0, y0, x1, y1 = spans[key]
+    for side, steps in (
+        (-1, range(at - 1, max(-1, at - 1 - _ROW_LOOK), -1)),
+        (1, range(at + 1, min(len(near), at + 1 + _ROW_LOOK))),
+    ):
+        for i in steps:
+            other = near[i]
+            a0, b0, a1, b1 = spans[other]
+            if other[0] == key[0] or min(y1, b1) - max(y0, b0) < 0.5 * min(y1 - y0, b1 - b0):
+                continue
+            if a1 <= x0 if side < 0 else a0 >= x1:
+                return side, other[0]
+    return None
 
 
 def _block(data: Mapping[str, Sequence[Any]], lines: list[list[int]]) -> OcrBlock:

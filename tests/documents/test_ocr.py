@@ -91,8 +91,8 @@ def test_words_grouped_into_paragraphs_with_lines_joined() -> None:
             (5, 1, 1, 1, 10, 10, 50, 20, 90, "The"),
             (5, 1, 1, 1, 70, 12, 120, 18, 80, "transla-"),
             (5, 1, 1, 2, 10, 40, 60, 22, 70, "tion"),
-            (5, 1, 1, 2, 80, 40, 40, 20, 95, " "),  # blank word: ignored
-            (5, 1, 1, 2, 130, 40, 40, 20, 60, "works"),
+            (5, 1, 1, 2, 75, 40, 8, 20, 95, " "),  # blank word: ignored
+            (5, 1, 1, 2, 85, 40, 40, 20, 60, "works"),  # a word space away (a wide gap would cut the line)
             (5, 2, 1, 1, 10, 200, 80, 30, 50, "Second"),
         ]
     )
