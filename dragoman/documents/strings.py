@@ -15,8 +15,10 @@ machine translation:
   ``<source>`` (or ``<seg-source>``), ``target-language`` set on each ``<file>``. XLIFF 2.0: ``<target>``
   in each ``<segment>``, the segment's ``state="translated"``, ``trgLang`` set. Inline codes (``<g>``,
   ``<x/>``, ``<ph>``, ``<bpt>``, ``<pc>``, ``<mrk>``...) are kept: the engine sees them as numbered
-  placeholders and the target gets copies of them where the translation put them. ``translate="no"``
-  units are skipped.
+  placeholders and the target gets copies of them where the translation put them; a marker whose content
+  is not for translation (1.2 ``<mrk mtype="protected">``, 2.0 ``<mrk translate="no">``) is kept whole.
+  ``translate="no"`` units are skipped, also when they inherit it from their ``<group>`` or ``<file>``;
+  so are empty sources. CRLF line breaks are kept.
 * JSON: keys untouched, objects and arrays walked, only string values with letters translated, key order
   and the input's indentation kept; ICU plural/select blocks are translated branch by branch; ARB metadata
   (``@key``) is skipped and ``@@locale`` set; Chrome ``messages.json`` translates only ``message``.
@@ -175,6 +177,33 @@ def _escape(text: str | None) -> str:
     return (text or "").replace("&", "&amp;").replace("<", "&lt;")
 
 
+def _pair(element: Any) -> bool:
+    """An inline element whose content is text to translate: ``<g>``, ``<pc>``, ``<mrk>``, except a marker
+    that says its content is not for translation (1.2 ``mtype="protected"``, 2.0 ``translate="no"``), which
+    is kept whole like ``<ph>``."""
+    return _local(element) in XLIFF_PAIRS and not (
+        element.get("mtype") == "protected" or element.get("translate") == "no"
+    )
+
+
+def _translatable(element: Any) -> bool:
+    """``translate`` is inherited: the nearest ``<trans-unit>``, ``<unit>``, ``<group>`` or ``<file>`` that
+    says yes or no decides (yes when none does)."""
+    for node in itertools.chain((element,), element.iterancestors()):
+        value = node.get("translate")
+        if value in ("yes", "no"):
+            return bool(value == "yes")
+    return True
+
+
+def _crlf_back(source: bytes, result: bytes) -> bytes:
+    """An XML parser reads CRLF line breaks as LF (a CR in text is written back as ``&#13;``); a file written
+    with CRLF gets them back. Only for ASCII-compatible encodings (a UTF-16 file keeps LF)."""
+    if b"\r\n" in source and b"\x00" not in result:
+        return result.replace(b"\n", b"\r\n")
+    return result
+
+
 @dataclass
 class _Segment:
     """A source to translate and where its target goes."""
@@ -195,7 +224,7 @@ class _Segment:
                 continue
             number = next(ids)
             self.inline[number] = child
-            if _local(child) in XLIFF_PAIRS:
+            if _pair(child):
                 parts.append(f"<{number}>{self._serialise(child, ids)}</{number}>")
             else:
                 parts.append(f"<{number}/>")
@@ -205,9 +234,7 @@ class _Segment:
     def fill(self, target: Any, translated: str) -> bool:
         """Write the translation into ``target`` with copies of the inline codes; False when one was lost
         (it is then appended)."""
-        nodes, missing = _inline.parse(
-            translated, {n: _local(e) in XLIFF_PAIRS for n, e in self.inline.items()}
-        )
+        nodes, missing = _inline.parse(translated, {n: _pair(e) for n, e in self.inline.items()})
         if missing:
             nodes, trailing = _inline.split_trailing_space(nodes)
             nodes.extend(_inline.Tag(n, single=True) for n in missing)
@@ -285,10 +312,10 @@ class XliffHandler:
         data = source.read_bytes()
         encoding = tree.docinfo.encoding or "UTF-8"
         declaration = m.group() if (m := _XML_DECLARATION.match(data)) else b""
-        result = declaration + etree.tostring(tree, encoding=encoding, xml_declaration=False)
+        result = etree.tostring(tree, encoding=encoding, xml_declaration=False)
         if data.endswith(b"\n") and not result.endswith(b"\n"):
             result += b"\n"
-        output.write_bytes(result)
+        output.write_bytes(declaration + _crlf_back(data, result))
         return report
 
     @staticmethod
@@ -303,7 +330,7 @@ class XliffHandler:
             for unit in (e for e in file.iter() if _local(e) == "trans-unit"):
                 source = _child(unit, "seg-source")
                 source = source if source is not None else _child(unit, "source")
-                if unit.get("translate") == "no" or source is None:
+                if source is None or not _has_content(source) or not _translatable(unit):
                     continue
                 if same and _has_content(_child(unit, "target")):
                     continue
@@ -319,11 +346,11 @@ class XliffHandler:
         root.set("trgLang", bcp47)
         segments: list[_Segment] = []
         for unit in (e for e in root.iter() if _local(e) == "unit"):
-            if unit.get("translate") == "no":
+            if not _translatable(unit):
                 continue
             for segment in (c for c in unit if _local(c) == "segment"):
                 source = _child(segment, "source")
-                if source is None or (same and _has_content(_child(segment, "target"))):
+                if not _has_content(source) or (same and _has_content(_child(segment, "target"))):
                     continue
                 segments.append(_Segment(segment, source))
         return segments
@@ -344,9 +371,12 @@ class XliffHandler:
             target.tail = tail
         if version2:
             container.set("state", "translated")
+            container.attrib.pop("subState", None)  # it qualified the state the segment had before
         else:
             target.set("state", "needs-review-translation")
             target.set("state-qualifier", "mt-suggestion")
+            if container.get("approved") == "yes":  # approved was the translation now replaced
+                container.set("approved", "no")
         return target
 
 

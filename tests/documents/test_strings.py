@@ -175,6 +175,99 @@ def test_xliff20_targets_and_state(tmp_path: Path) -> None:
     assert root.find(".//x:ignorable/x:target", ns) is None
 
 
+XLIFF12_PROTECTED = """<?xml version="1.0" encoding="UTF-8"?>\r
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">\r
+  <file source-language="en" target-language="de" datatype="plaintext" original="app">\r
+    <body>\r
+      <trans-unit id="a" approved="yes">\r
+        <source>Open <mrk mtype="protected">Settings</mrk> and <mrk mtype="term">save</mrk>.</source>\r
+        <target state="final">Öffnen Sie <mrk mtype="protected">Settings</mrk>.</target>\r
+      </trans-unit>\r
+      <trans-unit id="empty">\r
+        <source/>\r
+        <target state="final"/>\r
+      </trans-unit>\r
+      <group id="brand" translate="no">\r
+        <trans-unit id="b">\r
+          <source>Acme Cloud</source>\r
+        </trans-unit>\r
+        <trans-unit id="c" translate="yes">\r
+          <source>The dog</source>\r
+        </trans-unit>\r
+      </group>\r
+    </body>\r
+  </file>\r
+</xliff>\r
+"""
+
+
+def test_xliff12_protected_markers_inherited_translate_and_crlf(tmp_path: Path) -> None:
+    fake = Upper()
+    source = tmp_path / "app.xlf"
+    source.write_bytes(XLIFF12_PROTECTED.encode())
+    output = tmp_path / "out.xlf"
+    XliffHandler().translate(source, output, fake, None)
+    data = output.read_bytes()
+    assert b"\n" not in data.replace(b"\r\n", b"")  # every line break is CRLF, as in the source
+    assert data.count(b"\r\n") == XLIFF12_PROTECTED.count("\r\n") + 1  # one <target> line added
+    root = etree.fromstring(data)
+    a, empty, b, c = root.findall(".//x:trans-unit", NS12)
+    assert etree.tostring(a.find("x:target", NS12), encoding="unicode", with_tail=False).endswith(
+        'OPEN <mrk mtype="protected">Settings</mrk> AND <mrk mtype="term">SAVE</mrk>.</target>'
+    )
+    assert a.get("approved") == "no"  # the approved German target was replaced
+    assert empty.find("x:target", NS12).get("state") == "final"  # nothing to translate: left as it was
+    assert b.find("x:target", NS12) is None  # translate="no" inherited from the group
+    assert c.find("x:target", NS12).text == "THE DOG"  # the unit's own translate="yes" wins
+    [sent] = fake.calls
+    assert [re.sub(r"\d+", "N", t) for t in sent] == ["Open <N/> and <N>save</N>.", "The dog"]
+
+
+XLIFF20_PROTECTED = """<?xml version="1.0" encoding="UTF-8"?>
+<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="en" trgLang="fr">
+  <file id="f1">
+    <unit id="u1">
+      <segment id="s1" state="final" subState="acme:signed-off">
+        <source>Press <mrk id="m1" translate="no">Ctrl</mrk> to <mrk id="m2" type="term">copy</mrk>.</source>
+        <target>Appuyez sur <mrk id="m1" translate="no">Ctrl</mrk>.</target>
+      </segment>
+      <segment id="s2">
+        <source>Then paste.</source>
+      </segment>
+    </unit>
+    <group id="g1" translate="no">
+      <unit id="u2">
+        <segment><source>Acme Cloud</source></segment>
+      </unit>
+      <unit id="u3" translate="yes">
+        <segment><source>The dog</source></segment>
+      </unit>
+    </group>
+  </file>
+  <file id="f2" translate="no">
+    <unit id="u4"><segment><source>Not this</source></segment></unit>
+  </file>
+</xliff>
+"""
+
+
+def test_xliff20_segments_protected_markers_and_inherited_translate(tmp_path: Path) -> None:
+    fake = Upper()
+    text, _ = run(tmp_path, XliffHandler(), "app.xlf", XLIFF20_PROTECTED, fake)
+    ns = {"x": "urn:oasis:names:tc:xliff:document:2.0"}
+    root = etree.fromstring(text.encode())
+    s1, s2, u2, u3, u4 = root.findall(".//x:segment", ns)
+    assert etree.tostring(s1.find("x:target", ns), encoding="unicode", with_tail=False).endswith(
+        'PRESS <mrk id="m1" translate="no">Ctrl</mrk> TO <mrk id="m2" type="term">COPY</mrk>.</target>'
+    )
+    assert s1.get("state") == "translated" and s1.get("subState") is None
+    assert s2.find("x:target", ns).text == "THEN PASTE." and s2.get("state") == "translated"
+    assert u2.find("x:target", ns) is None and u4.find("x:target", ns) is None
+    assert u3.find("x:target", ns).text == "THE DOG"
+    [sent] = fake.calls
+    assert [re.sub(r"\d+", "N", t) for t in sent] == ["Press <N/> to <N>copy</N>.", "Then paste.", "The dog"]
+
+
 def test_xliff_errors(tmp_path: Path) -> None:
     with pytest.raises(DocumentFormatError, match=r"line \d+, column \d+"):
         run(tmp_path, XliffHandler(), "bad.xlf", '<xliff version="1.2"><file>', Upper())

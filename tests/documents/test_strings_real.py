@@ -2,12 +2,17 @@
 
 gettext: ``msgfmt -c --check-format`` (GNU gettext) on the output, with the fuzzy flags our handler adds kept
 and cleared (``msgattrib --clear-fuzzy``; msgfmt does not check fuzzy entries' formats otherwise), and msgids,
-contexts, comments and references compared with polib. XLIFF: the OASIS XLIFF 1.1 XSD (what the files declare)
-over source and output, and the units' ids, sources and inline codes compared. See the folders' README.md.
+contexts, comments and references compared with polib. XLIFF: the OASIS XSD of the version each file declares
+(1.1, 1.2 strict, 2.0) over source and output; everything but the targets compared with the source
+(ids, sources, notes, groups, inline codes); every translatable unit or segment has a target with the source's
+inline codes and a machine-translation state, the others keep theirs; CRLF files stay CRLF.
+See the folders' README.md.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
 import shutil
 import subprocess
@@ -24,7 +29,12 @@ from dragoman.testing.fakes import UpperTranslator
 REAL = Path(__file__).parents[1] / "data" / "real"
 GETTEXT = sorted((REAL / "gettext").glob("*.po"))
 XLIFF = sorted((REAL / "xliff").glob("*.xlf"))
-XLIFF_NS = "urn:oasis:names:tc:xliff:document:1.1"
+XSD = {
+    "urn:oasis:names:tc:xliff:document:1.1": "xliff-core-1.1.xsd",
+    "urn:oasis:names:tc:xliff:document:1.2": "xliff-core-1.2-strict.xsd",
+    "urn:oasis:names:tc:xliff:document:2.0": "xliff-core-2.0.xsd",
+}
+XML_NS = "http://www.w3.org/XML/1998/namespace"
 
 # What a real engine keeps as it is: inline-code placeholders and the printf/python/javascript formats.
 PROTECTED = re.compile(r"<[^<>]*>|\{\{[^{}]*\}\}|\{[^{}]*\}|%\([^)]*\)[sdif]|%[sdif%]")
@@ -65,7 +75,12 @@ def _entry_key(entry: Any) -> tuple[Any, ...]:
 
 def test_the_gettext_corpus_is_there() -> None:
     assert len(GETTEXT) >= 3
-    assert len(XLIFF) >= 2
+    versions = [etree.parse(str(p)).getroot().get("version") for p in XLIFF]
+    assert {v: versions.count(v) >= 2 for v in ("1.1", "1.2", "2.0")} == {
+        "1.1": True,
+        "1.2": True,
+        "2.0": True,
+    }
 
 
 @needs_msgfmt
@@ -94,41 +109,113 @@ def test_real_po_passes_msgfmt_and_keeps_msgids(tmp_path: Path, path: Path) -> N
             )
 
 
-def _schema() -> Any:
-    xsd = etree.parse(str(REAL / "xliff" / "xliff-core-1.1.xsd"))
-    # The XSD imports the W3C xml.xsd from the network; point it at the local copy.
+@functools.cache
+def _schema(namespace: str) -> Any:
+    xsd = etree.parse(str(REAL / "xliff" / XSD[namespace]))
+    # The XSDs import the W3C xml.xsd from the network or a relative folder; point them at the local copy.
     (imported,) = xsd.getroot().findall("{http://www.w3.org/2001/XMLSchema}import")
     imported.set("schemaLocation", (REAL / "xliff" / "xml_minimal.xsd").as_uri())
     return etree.XMLSchema(xsd)
 
 
-def _units(tree: Any) -> list[tuple[str, bytes]]:
-    return [
-        (unit.get("id"), etree.tostring(unit.find(f"{{{XLIFF_NS}}}source"), with_tail=False))
-        for unit in tree.iter(f"{{{XLIFF_NS}}}trans-unit")
-    ]
+def _local(element: Any) -> str:
+    return str(etree.QName(element).localname)
 
 
 def _codes(element: Any) -> list[tuple[str, str | None]]:
-    return [(etree.QName(e).localname, e.get("id")) for e in element.iter() if e is not element]
+    return [(_local(e), e.get("id")) for e in element.iter() if e is not element and isinstance(e.tag, str)]
+
+
+def _containers(root: Any) -> list[Any]:
+    """What holds a source and its target: <trans-unit> (1.x) or <segment> (2.0)."""
+    return [e for e in root.iter() if isinstance(e.tag, str) and _local(e) in ("trans-unit", "segment")]
+
+
+def _child(element: Any, name: str) -> Any:
+    return next((c for c in element if isinstance(c.tag, str) and _local(c) == name), None)
+
+
+def _source(container: Any) -> Any:
+    seg_source = _child(container, "seg-source")
+    return seg_source if seg_source is not None else _child(container, "source")
+
+
+def _translatable(container: Any) -> bool:
+    source = _source(container)
+    if source is None or not ((source.text or "").strip() or len(source)):
+        return False
+    for node in [container, *container.iterancestors()]:
+        if node.get("translate") in ("yes", "no"):
+            return bool(node.get("translate") == "yes")
+    return True
+
+
+def _skeleton(tree: Any) -> bytes:
+    """The document less the targets of its units and what translating changes (target language, states),
+    whitespace between elements ignored: what must come back exactly as it was."""
+    root = copy.deepcopy(tree.getroot())
+    for container in _containers(root):
+        target = _child(container, "target")
+        if target is not None:
+            container.remove(target)
+    for element in root.iter():
+        if not isinstance(element.tag, str):
+            continue
+        for name in ("target-language", "trgLang", "state", "subState", "approved"):
+            element.attrib.pop(name, None)
+        if element.text is not None and not element.text.strip() and len(element):
+            element.text = None
+        if element.tail is not None and not element.tail.strip():
+            element.tail = None
+    return bytes(etree.tostring(root, method="c14n"))
+
+
+def _letters(text: str) -> str:
+    return PROTECTED.sub("", text)
 
 
 @pytest.mark.parametrize("path", XLIFF, ids=lambda p: p.name)
 def test_real_xliff_stays_valid_against_the_xsd(tmp_path: Path, path: Path) -> None:
-    schema = _schema()
-    assert schema.validate(etree.parse(str(path))), schema.error_log  # the file itself is valid
+    source_tree = etree.parse(str(path))
+    namespace = etree.QName(source_tree.getroot()).namespace
+    version2 = namespace.endswith(":2.0")
+    schema = _schema(namespace)
+    assert schema.validate(source_tree), schema.error_log  # the file itself is valid
     output = tmp_path / "out.xlf"
     report = XliffHandler().translate(path, output, Upper(), None)
     assert report.segments > 0
 
     result = etree.parse(str(output))
     assert schema.validate(result), schema.error_log
-    assert _units(result) == _units(etree.parse(str(path)))
-    for unit in result.iter(f"{{{XLIFF_NS}}}trans-unit"):
-        source = unit.find(f"{{{XLIFF_NS}}}source")
-        target = unit.find(f"{{{XLIFF_NS}}}target")
-        assert target is not None, unit.get("id")
-        assert target.get("{http://www.w3.org/XML/1998/namespace}lang", "es").startswith("es")
-        assert sorted(_codes(target)) == sorted(_codes(source)), unit.get("id")
-        text = "".join(target.itertext())
-        assert text == text.upper() and text.strip(), unit.get("id")
+    assert _skeleton(result) == _skeleton(source_tree)  # ids, sources, notes, groups, inline codes kept
+    root = result.getroot()
+    if version2:
+        assert root.get("trgLang") == "es"
+    else:
+        assert {f.get("target-language") for f in root.iter(f"{{{namespace}}}file")} == {"es"}
+    translated = 0
+    for container, original in zip(_containers(root), _containers(source_tree.getroot()), strict=True):
+        name = container.get("id") or container.getparent().get("id")
+        target = _child(container, "target")
+        if not _translatable(original):  # nothing to translate: left exactly as it was
+            kept = _child(original, "target")
+            assert (target is None) == (kept is None), name
+            assert target is None or etree.tostring(target) == etree.tostring(kept), name
+            continue
+        translated += 1
+        assert target is not None, name
+        if version2:
+            assert container.get("state") == "translated", name
+        else:
+            assert target.get("state") == "needs-review-translation", name
+            assert target.get("state-qualifier") == "mt-suggestion", name
+            assert target.get(f"{{{XML_NS}}}lang", "es").startswith("es"), name
+        source = _source(container)
+        assert sorted(_codes(target)) == sorted(_codes(source)), name
+        text, source_text = "".join(target.itertext()), "".join(source.itertext())
+        assert _letters(text) == _letters(text).upper(), name
+        assert bool(text.strip()) == bool(source_text.strip()), name
+    assert translated == report.segments
+    data = output.read_bytes()
+    if b"\r\n" in path.read_bytes():  # CRLF files stay CRLF
+        assert b"\n" not in data.replace(b"\r\n", b""), "a bare LF in a CRLF file"
