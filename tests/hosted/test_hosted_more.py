@@ -340,3 +340,20 @@ def test_an_upload_retried_with_another_boundary_is_the_same_request(
     assert [a.status_code for a in answers] == [202, 202], [a.text for a in answers]
     assert answers[1].json() == answers[0].json() and answers[1].headers["idempotent-replayed"] == "true"
     assert client.get("/api/v1/jobs").json()["total"] == 1
+
+
+def test_v2_requests_are_counted_in_usage_and_survive_a_stop(
+    start_hosted: StartHosted, tmp_path: Path
+) -> None:
+    data = tmp_path / "tally"
+    first = start_hosted(data)
+    with first.client() as c:
+        for _ in range(3):
+            assert c.post("/api/v2/translate", json={"text": "Hello", "target": "es"}).status_code == 200
+        assert c.post("/api/v2/translate", json={"target": "es"}).status_code == 400  # counted too
+        assert c.get("/api/v1/usage").json()["days"][-1]["requests"] == 5
+        assert c.post("/api/v2/translate", json={"text": "Hello", "target": "es"}).status_code == 200
+    first.stop()  # the count of the last request is written at shutdown
+    second = start_hosted(data)
+    with httpx.Client(base_url=second.url, headers={"Authorization": f"Bearer {first.key}"}) as c:
+        assert c.get("/api/v1/usage").json()["days"][-1]["requests"] == 7

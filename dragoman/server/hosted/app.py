@@ -101,7 +101,7 @@ from dragoman.server._wire import (
 )
 from dragoman.server.daemon.app import AllFlag, _checked
 from dragoman.server.daemon.app import languages as daemon_languages
-from dragoman.server.hosted._gate import HostedMiddleware, Reservation, authenticate, idempotent
+from dragoman.server.hosted._gate import HostedMiddleware, RequestTally, Reservation, authenticate, idempotent
 from dragoman.server.hosted._models import (
     AcceptedResponse,
     BatchAcceptedResponse,
@@ -209,19 +209,9 @@ def _check_webhook(request: Request, url: str | None) -> str | None:
 
 
 # ----- v2 (spec 4.4): the daemon's contract, provenance 'server', a key and a daily quota ------------------
-def _v2_take(db: Database, key: KeyInfo, chars: int | None) -> None:
-    """Counts the request in the key's day and takes ``chars`` from its daily quota (None: a request that
-    failed validation, counted only), in one write transaction; 429 QuotaExceeded with the count kept."""
-    refused: QuotaExceeded | None = None
-    with db.write() as conn:
-        usage.count_request(conn, key.key_id)
-        if chars is not None:
-            try:
-                usage.add_v2_chars(conn, key, chars)
-            except QuotaExceeded as exc:
-                refused = exc
-    if refused is not None:
-        raise refused
+def _v2_take(db: Database, key: KeyInfo, chars: int) -> None:
+    """Takes ``chars`` from the key's daily quota (429 QuotaExceeded when fewer are left)."""
+    usage.add_v2_chars(db, key, chars)
 
 
 async def translate_v2(request: Request) -> Response:
@@ -230,6 +220,7 @@ async def translate_v2(request: Request) -> Response:
     key = await anyio.to_thread.run_sync(
         accounts.authenticate, state.db, request.headers.get("authorization")
     )
+    state.tally.add(key.key_id)
     body = await _read(request, MAX_LOCAL_BODY_BYTES)
     body_print = idempotency.fingerprint(request.method, request.url.path, body)
 
@@ -241,11 +232,7 @@ async def translate_v2(request: Request) -> Response:
 
 async def _translate_v2(request: Request, key: KeyInfo, body: bytes) -> Response:
     state = request.app.state
-    try:
-        req = parse_translate(body)
-    except DragomanError:
-        await anyio.to_thread.run_sync(_v2_take, state.db, key, None)
-        raise
+    req = parse_translate(body)
     texts = [req.text] if req.text is not None else list(req.texts or [])
     await anyio.to_thread.run_sync(_v2_take, state.db, key, sum(len(t) for t in texts))  # 429: quota
     engine: Engine = state.engine
@@ -704,6 +691,7 @@ async def usage_v1(request: Request) -> Response:
     """The key's last 30 UTC days, balance, month spend by product, rate-limit and daily-quota headroom."""
     key = await authenticate(request)
     state = request.app.state
+    await anyio.to_thread.run_sync(state.tally.flush)  # this request and those before it are in the report
     report = await anyio.to_thread.run_sync(usage.usage_report, state.db, key)
     window = state.limiter.peek(key.key_id)
     return model_response(
@@ -1043,6 +1031,7 @@ def hosted_exception_handlers() -> dict[Any, Any]:
 @asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
     state = app.state
+    state.tally.start()
     if state.start_workers:
         if state.runner is not None:
             state.runner.start()
@@ -1057,6 +1046,7 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
             if state.dispatcher is not None:
                 await anyio.to_thread.run_sync(state.dispatcher.stop)
         state.pool.shutdown()
+        await anyio.to_thread.run_sync(state.tally.stop)
         if state.owns_engine:
             state.engine.close()
 
@@ -1104,6 +1094,7 @@ def create_app(
     state.storage = storage
     state.handler = handler
     state.limiter = RateLimiter.from_settings(hosted, rate_per_minute)
+    state.tally = RequestTally(db)
     state.pool = EnginePool(max_workers, queue_limit, request_timeout)
     state.tmp_dir = hosted.data_dir / "tmp"
     state.start_workers = start_workers
