@@ -357,3 +357,11 @@ def test_v2_requests_are_counted_in_usage_and_survive_a_stop(
     second = start_hosted(data)
     with httpx.Client(base_url=second.url, headers={"Authorization": f"Bearer {first.key}"}) as c:
         assert c.get("/api/v1/usage").json()["days"][-1]["requests"] == 7
+
+
+def test_absolute_urls_use_the_configured_base_url(start_hosted: StartHosted) -> None:
+    hosted = start_hosted(base_url="https://api.example.com/")
+    with hosted.client() as c:
+        accepted = c.post("/api/v1/translate", json={"text": LONG, "src": "en", "tgt": "es"}).json()
+        assert accepted["poll_url"] == f"https://api.example.com/api/v1/jobs/{accepted['job_id']}"
+        assert c.get(f"/api/v1/jobs/{accepted['job_id']}").json()["poll_url"] == accepted["poll_url"]
