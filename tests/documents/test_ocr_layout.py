@@ -1,0 +1,269 @@
+# mypy: disallow-untyped-calls=False
+# (PyMuPDF's functions carry no annotations)
+"""OCR keeps the layout (issue 11, item 5): a form's labels and values, a table's cells and two columns of
+text come back as separate blocks, each translated on its own and drawn back in its own box.
+
+Images are drawn here with DejaVu Sans and read by the real Tesseract. Before the fix, the values of a form
+were one paragraph ("John Smith 12 Oak Street Springfield ...") and its labels two, each row of an unruled
+table was one sentence ("Item Quantity Price Total"), a ruled table lost all but two of its cells, and two
+columns were read across as one paragraph.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import pymupdf
+import pytest
+from growth import assert_linear
+from PIL import Image, ImageDraw, ImageFont
+
+from dragoman.documents import _tesseract, images, ocr
+from dragoman.documents.pdf import PdfHandler
+from dragoman.testing.fakes import FakeTranslator
+
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+needs_tesseract = pytest.mark.skipif(
+    shutil.which("tesseract") is None, reason="apt-get install tesseract-ocr"
+)
+needs_font = pytest.mark.skipif(not DEJAVU.is_file(), reason="apt-get install fonts-dejavu-core")
+
+FORM = [
+    ("Name:", "John Smith"),
+    ("Address:", "12 Oak Street"),
+    ("City:", "Springfield"),
+    ("Phone:", "555 0100"),
+    ("Email:", "john@example.com"),
+]
+TABLE = [
+    ["Item", "Quantity", "Price", "Total"],
+    ["Apples", "Three", "Cheap", "Ninety"],
+    ["Bread", "Seven", "Costly", "Twelve"],
+]
+COLUMN_A = ["The river runs through the old", "town and under seven bridges", "before it reaches the sea."]
+COLUMN_B = ["Markets open early on Sunday", "and sell fruit, bread and fish", "to visitors from the coast."]
+
+Box = tuple[int, int, int, int]
+
+
+def font(px: int) -> ImageFont.FreeTypeFont:
+    return ImageFont.truetype(str(DEJAVU), px)
+
+
+def form_image() -> tuple[Image.Image, dict[str, Box]]:
+    """Five rows of ``Label:`` and its value a few ems to the right (not in a column), 60 px apart."""
+    image = Image.new("RGB", (1300, 400), "white")
+    draw, face = ImageDraw.Draw(image), font(32)
+    boxes: dict[str, Box] = {}
+    for row, (label, value) in enumerate(FORM):
+        y = 30 + 60 * row
+        boxes[label] = draw.textbbox((60, y), label, font=face)  # type: ignore[assignment]
+        x = boxes[label][2] + 100
+        draw.text((60, y), label, font=face, fill="black")
+        draw.text((x, y), value, font=face, fill="black")
+        boxes[value] = draw.textbbox((x, y), value, font=face)  # type: ignore[assignment]
+    return image, boxes
+
+
+def table_image(ruled: bool) -> tuple[Image.Image, dict[str, Box]]:
+    """Three rows of four cells, with or without ruling lines around every cell."""
+    image = Image.new("RGB", (1400, 520), "white")
+    draw, face = ImageDraw.Draw(image), font(30)
+    boxes: dict[str, Box] = {}
+    for row, cells in enumerate(TABLE):
+        for column, text in enumerate(cells):
+            at = (80 + 330 * column, 60 + 150 * row)
+            draw.text(at, text, font=face, fill="black")
+            boxes[text] = draw.textbbox(at, text, font=face)  # type: ignore[assignment]
+    if ruled:
+        for row in range(4):
+            draw.line((40, 30 + 150 * row, 1360, 30 + 150 * row), fill="black", width=3)
+        for column in range(5):
+            draw.line((40 + 330 * column, 30, 40 + 330 * column, 480), fill="black", width=3)
+    return image, boxes
+
+
+def columns_image() -> Image.Image:
+    image = Image.new("RGB", (1500, 300), "white")
+    draw, face = ImageDraw.Draw(image), font(28)
+    for number, (a, b) in enumerate(zip(COLUMN_A, COLUMN_B, strict=True)):
+        draw.text((60, 60 + 45 * number), a, font=face, fill="black")
+        draw.text((800, 60 + 45 * number), b, font=face, fill="black")
+    return image
+
+
+def letters(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def inside(point: tuple[float, float], box: Sequence[float], margin: float) -> bool:
+    return box[0] - margin <= point[0] <= box[2] + margin and box[1] - margin <= point[1] <= box[3] + margin
+
+
+def centre(box: Sequence[float]) -> tuple[float, float]:
+    return ((box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
+
+
+@needs_tesseract
+@needs_font
+def test_form_labels_and_values_are_separate_blocks() -> None:
+    image, boxes = form_image()
+    blocks = ocr.ocr_image(image, "eng")
+    found = [letters(b.text) for b in blocks]
+    wanted = [letters(text) for pair in FORM for text in pair]
+    assert sorted(found) == sorted(wanted), [b.text for b in blocks]
+    for block in blocks:  # each block sits on its own label or value
+        text = next(t for pair in FORM for t in pair if letters(t) == letters(block.text))
+        assert inside(centre(block.bbox), boxes[text], 4), (block.text, block.bbox, boxes[text])
+
+
+@needs_tesseract
+@needs_font
+@pytest.mark.parametrize("ruled", [False, True], ids=["unruled", "ruled"])
+def test_table_cells_are_separate_blocks_in_row_order(ruled: bool) -> None:
+    image, boxes = table_image(ruled)
+    blocks = ocr.ocr_image(image, "eng")
+    assert [b.text for b in blocks] == [cell for row in TABLE for cell in row]
+    for block in blocks:
+        assert inside(centre(block.bbox), boxes[block.text], 4)
+
+
+@needs_tesseract
+@needs_font
+def test_two_columns_are_read_one_after_the_other() -> None:
+    blocks = ocr.ocr_image(columns_image(), "eng")
+    assert [b.text for b in blocks] == [" ".join(COLUMN_A), " ".join(COLUMN_B)]
+    assert blocks[0].bbox[2] < 700 < blocks[1].bbox[0]
+    assert blocks[0].lines == tuple(COLUMN_A)
+
+
+@needs_tesseract
+@needs_font
+def test_each_cell_translation_is_drawn_in_its_own_cell(tmp_path: Path) -> None:
+    image, boxes = table_image(ruled=True)
+    source, rendered = tmp_path / "table.png", tmp_path / "table.es.png"
+    image.save(source)
+    translator = FakeTranslator(str.upper)
+    report = images.ocr_and_translate(source, translator, render_to=rendered)
+    assert translator.calls == [[cell for row in TABLE for cell in row]]  # one call, each cell on its own
+    assert [(b.text, b.translation) for b in report.boxes] == [(c, c.upper()) for row in TABLE for c in row]
+    again = ocr.ocr_image(Image.open(rendered), "eng")
+    read = {letters(b.text): b for b in again}
+    for cell in (c for row in TABLE for c in row):
+        block = read.get(letters(cell.upper()))
+        assert block is not None, (cell, [b.text for b in again])
+        assert inside(centre(block.bbox), boxes[cell], 8), (cell, block.bbox, boxes[cell])
+        assert cell not in {b.text for b in again}  # the original is painted over
+
+
+@needs_tesseract
+@needs_font
+def test_scanned_pdf_table_cells_are_written_back_in_their_cells(tmp_path: Path) -> None:
+    image, boxes = table_image(ruled=False)
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    doc = pymupdf.open()
+    page = doc.new_page(width=image.width * 72 / 150, height=image.height * 72 / 150)  # a 150 dpi scan
+    page.insert_image(page.rect, stream=buffer.getvalue())
+    doc.save(tmp_path / "scan.pdf")
+    output = tmp_path / "scan.es.pdf"
+    report = PdfHandler().translate(tmp_path / "scan.pdf", output, FakeTranslator(str.upper), None)
+    cells = [cell for row in TABLE for cell in row]
+    assert [b.text for b in report.boxes] == cells
+    words = pymupdf.open(output)[0].get_text("words")
+    scale = 72 / 150
+    for cell in cells:
+        found = [w for w in words if letters(str(w[4])) == letters(cell.upper())]
+        assert len(found) == 1, (cell, [w[4] for w in words])
+        cell_box = [v * scale for v in boxes[cell]]
+        assert inside(centre(found[0][:4]), cell_box, 4), (cell, found[0][:4], cell_box)
+
+
+# --- growth: linear in the words and the pixels -------------------------------------------------------------
+
+_HEADER = "level\tpage_num\tblock_num\tpar_num\tline_num\tword_num\tleft\ttop\twidth\theight\tconf\ttext"
+
+
+def _row(block: int, par: int, line: int, word: int, left: int, top: int, width: int, text: str) -> str:
+    return f"5\t1\t{block}\t{par}\t{line}\t{word}\t{left}\t{top}\t{width}\t20\t90\t{text}"
+
+
+def _table_tsv(n: int) -> str:
+    """About ``n`` characters of TSV: one Tesseract paragraph whose lines are table rows of 4 cells."""
+    rows, line = [_HEADER], 0
+    while sum(len(r) for r in rows) < n:
+        line += 1
+        rows += [_row(1, 1, line, c, 100 + 300 * c, 40 * line, 60, "cell") for c in range(4)]
+    return "\n".join(rows)
+
+
+def _wide_line_tsv(n: int) -> str:
+    """Two lines of many pieces each (every word far from the next): the sweep between lines."""
+    rows, word = [_HEADER], 0
+    while sum(len(r) for r in rows) < n:
+        word += 1
+        rows += [_row(1, 1, line, word, 200 * word, 30 * line, 50, "alpha beta") for line in (1, 2)]
+    return "\n".join(rows)
+
+
+def _prose_tsv(n: int) -> str:
+    """Two columns read as one paragraph of many lines: each line cut in two, the halves joined down."""
+    rows, line = [_HEADER], 0
+    while sum(len(r) for r in rows) < n:
+        line += 1
+        for start in (0, 1000):
+            rows += [_row(1, 1, line, w, start + 60 * w, 30 * line, 50, "word") for w in range(8)]
+    return "\n".join(rows)
+
+
+def _form_tsv(n: int) -> str:
+    """Label blocks beside a value paragraph, row after row: the rows cut apart."""
+    rows, line = [_HEADER], 0
+    while sum(len(r) for r in rows) < n:
+        line += 1
+        rows.append(_row(1 + line, 1, 1, 1, 50, 40 * line, 80, "Label:"))
+        rows += [_row(1, 1, line, w, 400 + 60 * w, 40 * line, 50, "value") for w in range(3)]
+    return "\n".join(rows)
+
+
+def test_layout_grouping_is_linear_in_the_words() -> None:
+    def work(tsv: str) -> object:
+        return ocr.blocks_from_data(_tesseract._columns(tsv))
+
+    inputs = {"table": _table_tsv, "wide line": _wide_line_tsv, "columns": _prose_tsv, "form": _form_tsv}
+    assert_linear(work, inputs, 20_000, repeats=3)
+
+
+def test_erasing_rules_is_linear_in_the_pixels() -> None:
+    def make(n: int) -> str:
+        return str(n)
+
+    def work(size: str) -> object:
+        side = int(size)
+        image = Image.new("L", (side, 60), 255)
+        draw = ImageDraw.Draw(image)
+        for y in range(0, image.height, 7):
+            draw.line((0, y, side, y), fill=0, width=2)
+        for x in range(0, side, 40):
+            draw.line((x, 0, x, image.height), fill=0, width=2)
+        return ocr.erase_rules(image)
+
+    assert_linear(work, {"ruled grid": make}, 2_000, repeats=3)
+
+
+@needs_font
+def test_erasing_rules_keeps_letters_and_filled_cells() -> None:
+    image = Image.new("L", (1200, 400), 255)
+    draw = ImageDraw.Draw(image)
+    draw.rectangle((100, 50, 700, 150), fill=0)  # a dark header cell: thick, not a rule
+    draw.line((50, 250, 1150, 250), fill=0, width=3)  # a rule
+    draw.line((900, 20, 900, 380), fill=0, width=2)  # a rule
+    draw.text((100, 300), "Il", font=font(60), fill=0)
+    erased = ocr.erase_rules(image)
+    assert erased.getpixel((400, 100)) == 0  # the filled cell stays
+    assert erased.getpixel((600, 250)) == 255 and erased.getpixel((900, 200)) == 255
+    assert erased.crop((100, 300, 200, 380)).getextrema()[0] == 0  # the letters stay
