@@ -287,6 +287,11 @@ def test_real_subtitles_keep_every_cue_and_timing(tmp_path: Path, name: str) -> 
         if re.search(r"[A-Za-z]{3}", re.sub(r"<[^>]*>|\{[^}]*\}", "", old[3])):
             assert new[3] != old[3], (old, new)
     assert not any("-->" in text for text in fake.calls[0])
+    data, written = source.read_bytes(), output.read_bytes()
+    bom = b"\xef\xbb\xbf"
+    assert written.startswith(bom) == data.startswith(bom)  # a BOM stays, or stays away
+    if b"\r\n" in data:  # CRLF files stay CRLF
+        assert b"\n" not in written.replace(b"\r\n", b"")
 
 
 def test_real_sentences_over_cues_are_joined(tmp_path: Path) -> None:
