@@ -12,7 +12,10 @@ BIN    := $(VENV)/bin
 APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt apertium-fr-es \
 	apertium-spa-ita tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
 	fonts-dejavu-core fonts-noto-core fonts-noto-cjk \
-	poppler-utils libreoffice-writer-nogui libreoffice-impress-nogui gettext
+	poppler-utils libreoffice-writer-nogui libreoffice-impress-nogui gettext \
+	postgresql
+# postgresql (issue 13): the scaled database; tests start a throwaway server with its initdb/pg_ctl
+# (dragoman/testing/postgres.py); the Debian service's own cluster is not used.
 
 .PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench clean
 

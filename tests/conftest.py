@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from db_support import BACKENDS, DbBackend, start_postgres
 from hypothesis import settings as hypothesis_settings
 
+from dragoman.testing.postgres import PostgresServer, unavailable_reason
 from dragoman.testing.tinypack import build_argos_archive, build_argos_pack, build_multilingual_pack
 
 # In CI (CI=true) property tests run a fixed sequence of examples, so a landing never hangs on a new random
@@ -72,3 +74,34 @@ def tiny_multilingual_pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def argos_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An ``.argosmodel`` zip (en->es) as Argos ships them: one top-level directory holding the pack."""
     return build_argos_archive(tmp_path_factory.mktemp("archives") / "translate-en_es-1_0.argosmodel")
+
+
+# ----- the hosted service's database on both backends (issue 13; tests/db_support.py) -------------------
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server for the whole session, with a migrated template database; skips
+    only when PostgreSQL's server is not installed here (``make setup`` installs Debian's ``postgresql``)."""
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"PostgreSQL cannot run here: {reason}")
+    server = start_postgres()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=BACKENDS)
+def db_backend(request: pytest.FixtureRequest) -> Iterator[DbBackend]:
+    """The service database's backend: each test using it (or ``db_url``) runs on SQLite and on PostgreSQL."""
+    server: PostgresServer | None = None
+    if request.param == "postgresql":
+        server = request.getfixturevalue("postgres_server")
+    backend = DbBackend(request.param, server)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def db_url(db_backend: DbBackend, tmp_path: Path) -> str:
+    """The URL of this test's service database (SQLite: a file under tmp_path, not migrated yet;
+    PostgreSQL: a fresh, migrated database)."""
+    return db_backend.url(tmp_path)
