@@ -32,7 +32,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -128,6 +127,7 @@ from dragoman.service import accounts, billing, idempotency, jobs, netguard, usa
 from dragoman.service.db import Database
 from dragoman.service.ratelimit import RateLimiter
 from dragoman.service.storage import Storage, safe_name
+from dragoman.service.usage import iso_ms
 from dragoman.translation.types import TranslateOptions
 
 if TYPE_CHECKING:
@@ -154,11 +154,6 @@ EXPORT_TYPES: Mapping[str, str] = {
 
 
 # ----- helpers -----------------------------------------------------------------------------------------
-def iso_ms(ms: int) -> str:
-    """ISO 8601 UTC with milliseconds (spec 2.2): ``2026-11-23T01:02:03.456Z``."""
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
 def base_url(request: Request) -> str:
     """Where absolute URLs start: ``DRAGOMAN_BASE_URL``, else the URL this request came to."""
     configured = request.app.state.settings.hosted.base_url
@@ -209,11 +204,6 @@ def _check_webhook(request: Request, url: str | None) -> str | None:
 
 
 # ----- v2 (spec 4.4): the daemon's contract, provenance 'server', a key and a daily quota ------------------
-def _v2_take(db: Database, key: KeyInfo, chars: int) -> None:
-    """Takes ``chars`` from the key's daily quota (429 QuotaExceeded when fewer are left)."""
-    usage.add_v2_chars(db, key, chars)
-
-
 async def translate_v2(request: Request) -> Response:
     """Translate one text or a batch (the local daemon's contract; provenance 'server')."""
     state = request.app.state
@@ -234,7 +224,9 @@ async def _translate_v2(request: Request, key: KeyInfo, body: bytes) -> Response
     state = request.app.state
     req = parse_translate(body)
     texts = [req.text] if req.text is not None else list(req.texts or [])
-    await anyio.to_thread.run_sync(_v2_take, state.db, key, sum(len(t) for t in texts))  # 429: quota
+    await anyio.to_thread.run_sync(
+        usage.add_v2_chars, state.db, key, sum(len(t) for t in texts)
+    )  # 429: quota
     engine: Engine = state.engine
     pool: EnginePool = state.pool
     options = TranslateOptions(req.target, req.source, req.tier, tuple(glossary_entries(req.glossary) or ()))
@@ -920,9 +912,8 @@ def openapi_json() -> bytes:
     error_schema = TypeAdapter(HostedErrorBody).json_schema(ref_template="#/components/schemas/{model}")
     schemas["ErrorBody"] = error_schema
     paths = document["paths"]
-    for (path, method), operation in (
-        (k, v) for p, ops in paths.items() for k, v in (((p, m), o) for m, o in ops.items())
-    ):
+    operations = [(path, method, op) for path, ops in paths.items() for method, op in ops.items()]
+    for path, method, operation in operations:
         if (path, method) in _BEARER_ROUTES:
             operation["security"] = [{"bearer": []}]
         else:
