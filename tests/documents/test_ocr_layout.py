@@ -267,3 +267,27 @@ def test_erasing_rules_keeps_letters_and_filled_cells() -> None:
     assert erased.getpixel((400, 100)) == 0  # the filled cell stays
     assert erased.getpixel((600, 250)) == 255 and erased.getpixel((900, 200)) == 255
     assert erased.crop((100, 300, 200, 380)).getextrema()[0] == 0  # the letters stay
+
+
+REAL = Path(__file__).parents[1] / "data" / "real" / "ocr"
+
+
+@needs_tesseract
+def test_a_real_screenshot_keeps_its_labels_apart_from_each_other_and_their_values() -> None:
+    """Cargo's build-timings summary: before, ``Targets Profile:`` and ``Max concurrency: Build start:``
+    came back as one block each (two labels merged into one sentence)."""
+    image = Image.open(REAL / "cargo-build-info.png")
+    blocks = ocr.ocr_image(ocr.prepare(image), "eng")
+    texts = [b.text for b in blocks]
+    for label in (
+        "Profile:",
+        "Fresh units:",
+        "Total units:",
+        "Max concurrency:",
+        "Build start:",
+        "Total time:",
+    ):
+        assert label in texts, texts
+    assert "dev" in texts and any(t.startswith("cargo 0.70.0") for t in texts), texts
+    for block in blocks:  # the labels end left of the rule at x=269, the values start right of it
+        assert block.bbox[2] < 269 or block.bbox[0] > 269, (block.text, block.bbox)
