@@ -268,6 +268,63 @@ def test_xliff20_segments_protected_markers_and_inherited_translate(tmp_path: Pa
     assert [re.sub(r"\d+", "N", t) for t in sent] == ["Press <N/> to <N>copy</N>.", "Then paste.", "The dog"]
 
 
+_BOLD = '<bpt id="1">&lt;b&gt;</bpt>big<ept id="1">&lt;/b&gt;</ept>'
+XLIFF12_SEGMENTED = f"""<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+  <file source-language="en" datatype="html" original="page.html">
+    <body>
+      <trans-unit id="p1">
+        <source>It rains. Take a {_BOLD} coat.</source>
+        <seg-source><mrk mtype="seg" mid="1">It rains.</mrk> <mrk mtype="seg" mid="2">\
+Take a {_BOLD} coat.</mrk></seg-source>
+        <note>Two sentences</note>
+      </trans-unit>
+    </body>
+  </file>
+</xliff>
+"""
+
+
+def _xliff_schema(name: str) -> Any:
+    folder = (Path(__file__).parents[1] / "data" / "real" / "xliff").resolve()
+    xsd = etree.parse(str(folder / name))
+    (imported,) = xsd.getroot().findall("{http://www.w3.org/2001/XMLSchema}import")
+    imported.set("schemaLocation", (folder / "xml_minimal.xsd").as_uri())
+    return etree.XMLSchema(xsd)
+
+
+def test_xliff12_seg_source_segments_and_paired_codes(tmp_path: Path) -> None:
+    """The target follows <seg-source> (the 1.2 strict XSD's order) and keeps its <mrk mtype="seg" mid>s and
+    the <bpt>/<ept> codes with their content."""
+    text, _ = run(tmp_path, XliffHandler(), "page.xlf", XLIFF12_SEGMENTED, Upper())
+    root = etree.fromstring(text.encode())
+    schema = _xliff_schema("xliff-core-1.2-strict.xsd")
+    assert schema.validate(root.getroottree()), schema.error_log
+    (unit,) = root.findall(".//x:trans-unit", NS12)
+    assert [etree.QName(c).localname for c in unit] == ["source", "seg-source", "target", "note"]
+    assert etree.tostring(unit.find("x:target", NS12), encoding="unicode", with_tail=False).endswith(
+        '<mrk mtype="seg" mid="1">IT RAINS.</mrk> <mrk mtype="seg" mid="2">TAKE A <bpt id="1">&lt;b&gt;</bpt>'
+        'BIG<ept id="1">&lt;/b&gt;</ept> COAT.</mrk></target>'
+    )
+
+
+@pytest.mark.parametrize(
+    ("sample", "xsd"),
+    [
+        (XLIFF12, "xliff-core-1.2-strict.xsd"),
+        (XLIFF12_PROTECTED, "xliff-core-1.2-strict.xsd"),
+        (XLIFF20, "xliff-core-2.0.xsd"),
+        (XLIFF20_PROTECTED, "xliff-core-2.0.xsd"),
+    ],
+    ids=["1.2", "1.2-protected", "2.0", "2.0-protected"],
+)
+def test_xliff_samples_stay_valid_against_the_xsd(tmp_path: Path, sample: str, xsd: str) -> None:
+    schema = _xliff_schema(xsd)
+    assert schema.validate(etree.fromstring(sample.encode()).getroottree()), schema.error_log
+    text, _ = run(tmp_path, XliffHandler(), "app.xlf", sample, Upper())
+    assert schema.validate(etree.fromstring(text.encode()).getroottree()), schema.error_log
+
+
 def test_xliff_errors(tmp_path: Path) -> None:
     with pytest.raises(DocumentFormatError, match=r"line \d+, column \d+"):
         run(tmp_path, XliffHandler(), "bad.xlf", '<xliff version="1.2"><file>', Upper())
