@@ -3,12 +3,16 @@
 :func:`ocr_image` reads a Pillow image and groups Tesseract's word boxes (``image_to_data``) into
 paragraphs (:class:`OcrBlock`): the words of a paragraph are joined with spaces across its lines (a word
 hyphenated at a line end is joined back), because a paragraph translates far better as a whole than line by
-line; the lines are kept too, for layout. Languages are Tesseract's traineddata codes (``eng``,
-``chi_sim``; several joined with ``+``); :func:`tesseract_language` maps FLORES-200 codes onto them and
-:func:`check_languages` says which Debian package installs a missing one. Tesseract runs as a program with
-its own environment (:mod:`._tesseract`). Nothing runs at import time: ``tesseract --list-langs`` is asked
-the first time OCR is needed, and again once Tesseract or its tessdata directory changed (:func:`refresh`
-forces it); :func:`status` says what is installed.
+line; the lines are kept too, for layout. The layout survives (:func:`blocks_from_data`): a line is cut at
+gaps far wider than a word space, so a form's label and value, the cells of a table row and two columns are
+separate blocks, each drawn back in its own box; wrapped lines are joined again, rows of a form or table are
+not; ruling lines are erased before Tesseract reads (:func:`erase_rules`), since they make it skip cells.
+
+Languages are Tesseract's traineddata codes (``eng``, ``chi_sim``; several joined with ``+``);
+:func:`tesseract_language` maps FLORES-200 codes onto them and :func:`check_languages` says which Debian
+package installs a missing one. Tesseract runs as a program with its own environment (:mod:`._tesseract`).
+Nothing runs at import time: ``tesseract --list-langs`` is asked the first time OCR is needed, and again once
+Tesseract or its tessdata directory changed (:func:`refresh` forces it); :func:`status` tells what is there.
 """
 
 from __future__ import annotations
