@@ -365,3 +365,16 @@ def test_absolute_urls_use_the_configured_base_url(start_hosted: StartHosted) ->
         accepted = c.post("/api/v1/translate", json={"text": LONG, "src": "en", "tgt": "es"}).json()
         assert accepted["poll_url"] == f"https://api.example.com/api/v1/jobs/{accepted['job_id']}"
         assert c.get(f"/api/v1/jobs/{accepted['job_id']}").json()["poll_url"] == accepted["poll_url"]
+
+
+@pytest.mark.slow
+def test_a_document_batch_over_multipart_targets(hosted: Hosted, client: httpx.Client) -> None:
+    files = {"file": ("a.docx", _docx_bytes(), "application/octet-stream")}
+    r = client.post("/api/v1/translate", files=files, data={"src": "en", "targets": "es, de"})
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert len(body["job_ids"]) == 2 and [j["target"] for j in body["jobs"]] == ["es", "de"]
+    for job_id in body["job_ids"]:
+        job = wait_done(client, job_id, timeout=120)
+        assert job["status"] == "done" and job["batch_id"] == body["batch_id"], job
+        assert job["export_docx"] and job["export_pdf"]
