@@ -74,8 +74,8 @@ def _translate_all(translate: TextTranslator, texts: list[str]) -> list[str]:
 
 def _other_language_warning(declared: str, target: str) -> str:
     return (
-        f"retranslated: the file was for '{declared}', not {target}; every string was machine-translated "
-        "again (existing translations in the other language were replaced)"
+        f"retranslated: the file was for '{declared}', not '{get(target).bcp47}'; every string was "
+        "machine-translated again (existing translations in the other language were replaced)"
     )
 
 
@@ -324,8 +324,8 @@ class XliffHandler:
         for file in (e for e in root.iter() if _local(e) == "file"):
             declared = str(file.get("target-language", "")).strip()
             same = not declared or _same_language(declared, target)
-            if not same:
-                report.warnings.append(_other_language_warning(declared, target))
+            if not same and (warning := _other_language_warning(declared, target)) not in report.warnings:
+                report.warnings.append(warning)  # once, however many <file>s say so
             file.set("target-language", bcp47)
             for unit in (e for e in file.iter() if _local(e) == "trans-unit"):
                 source = _child(unit, "seg-source")

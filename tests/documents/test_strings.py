@@ -325,6 +325,18 @@ def test_xliff_samples_stay_valid_against_the_xsd(tmp_path: Path, sample: str, x
     assert schema.validate(etree.fromstring(text.encode()).getroottree()), schema.error_log
 
 
+def test_xliff12_other_language_warned_once_in_bcp47(tmp_path: Path) -> None:
+    unit = '<file source-language="en" target-language="de" datatype="plaintext" original="{0}"><body>'
+    unit += '<trans-unit id="{0}"><source>Dog</source><target>Hund</target></trans-unit></body></file>'
+    sample = f'<xliff version="1.2" xmlns="{NS12["x"]}">{unit.format("a")}{unit.format("b")}</xliff>'
+    text, warnings = run(tmp_path, XliffHandler(), "two.xlf", sample, Upper())
+    assert [w for w in warnings if w.startswith("retranslated")] == [
+        "retranslated: the file was for 'de', not 'es'; every string was machine-translated again (existing "
+        "translations in the other language were replaced)"
+    ]
+    assert text.count(">DOG</target>") == 2
+
+
 def test_xliff_errors(tmp_path: Path) -> None:
     with pytest.raises(DocumentFormatError, match=r"line \d+, column \d+"):
         run(tmp_path, XliffHandler(), "bad.xlf", '<xliff version="1.2"><file>', Upper())

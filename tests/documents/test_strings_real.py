@@ -140,14 +140,32 @@ def _source(container: Any) -> Any:
     return seg_source if seg_source is not None else _child(container, "source")
 
 
-def _translatable(container: Any) -> bool:
-    source = _source(container)
-    if source is None or not ((source.text or "").strip() or len(source)):
+def _has_content(element: Any) -> bool:
+    return element is not None and bool((element.text or "").strip() or len(element))
+
+
+def _declared(container: Any) -> str:
+    """The target language the file declared: 1.x ``<file target-language>``, 2.0 ``trgLang``."""
+    for node in container.iterancestors():
+        if _local(node) in ("file", "xliff") and (node.get("target-language") or node.get("trgLang")):
+            return str(node.get("target-language") or node.get("trgLang"))
+    return ""
+
+
+def _to_translate(container: Any) -> bool:
+    """Whether the handler should give this unit (1.x) or segment (2.0) a machine translation: it has a
+    source, is not ``translate="no"`` (the nearest ancestor that says decides), and has no target yet unless
+    the file declared another target language than Spanish."""
+    if not _has_content(_source(container)):
         return False
     for node in [container, *container.iterancestors()]:
         if node.get("translate") in ("yes", "no"):
-            return bool(node.get("translate") == "yes")
-    return True
+            if node.get("translate") == "no":
+                return False
+            break
+    declared = _declared(container)
+    other = bool(declared) and declared.split("-")[0].split("_")[0].lower() != "es"
+    return other or not _has_content(_child(container, "target"))
 
 
 def _skeleton(tree: Any) -> bytes:
@@ -197,7 +215,7 @@ def test_real_xliff_stays_valid_against_the_xsd(tmp_path: Path, path: Path) -> N
     for container, original in zip(_containers(root), _containers(source_tree.getroot()), strict=True):
         name = container.get("id") or container.getparent().get("id")
         target = _child(container, "target")
-        if not _translatable(original):  # nothing to translate: left exactly as it was
+        if not _to_translate(original):  # nothing to translate: left exactly as it was
             kept = _child(original, "target")
             assert (target is None) == (kept is None), name
             assert target is None or etree.tostring(target) == etree.tostring(kept), name
@@ -216,6 +234,10 @@ def test_real_xliff_stays_valid_against_the_xsd(tmp_path: Path, path: Path) -> N
         assert _letters(text) == _letters(text).upper(), name
         assert bool(text.strip()) == bool(source_text.strip()), name
     assert translated == report.segments
+    retranslated = [w for w in report.warnings if w.startswith("retranslated")]
+    others = {_declared(c) for c in _containers(source_tree.getroot())} - {""}
+    assert len(retranslated) == (1 if others else 0), report.warnings  # once, however many <file>s
+    assert all("not 'es'" in w for w in retranslated), retranslated
     data = output.read_bytes()
     if b"\r\n" in path.read_bytes():  # CRLF files stay CRLF
         assert b"\n" not in data.replace(b"\r\n", b""), "a bare LF in a CRLF file"
