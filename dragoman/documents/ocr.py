@@ -80,11 +80,11 @@ _DEFAULT_PREFERENCE = ("eng", "spa", "fra", "deu", "por", "ita", "nld", "cat", "
 #: column boundary, never a space (even a justified one).
 SPLIT_HEIGHTS = 2.0
 SPLIT_SPACES = 3.0
-#: The pieces of two lines one above the other are one paragraph only when at most this many word heights
-#: apart, and when the lower one's first word would not have fitted at the end of the upper one with
-#: FIT_SLACK word heights to spare (see :func:`_wraps`).
+#: The pieces of two lines one above the other (either line cut) are one paragraph only when at most this
+#: many word heights apart, and when the lower one's first word would not have fitted at the end of the
+#: upper one with FIT_SLACK word heights to spare (see :func:`_wraps`).
 JOIN_HEIGHTS = 2.0
-FIT_SLACK = 1.0
+FIT_SLACK = 1.5
 _ROW_LOOK = 8
 
 #: Ruling lines (:func:`erase_rules`): pixels darker than this (0-255) in a straight run at least
@@ -397,7 +397,8 @@ def _chains(pieces: list[list[list[int]]], boxes: _Boxes, space: float) -> list[
                 box, chain = above[j]
                 x0, x1 = edges[chain]
                 column = (min(x0, spans[k][0]), max(x1, spans[k][2]))
-                if _wraps(chains[chain][-1], box, line[k], spans[k], column, boxes, space):
+                cut = len(line) > 1 or len(above) > 1  # Tesseract's line spacing is trusted only whole
+                if _wraps(chains[chain][-1], box, line[k], spans[k], column, boxes, space, cut):
                     chain_of[k] = chain
                     j += 1  # one piece continues a paragraph
         for k, piece in enumerate(line):  # new paragraphs start in Tesseract's reading order
@@ -421,20 +422,23 @@ def _wraps(
     column: tuple[int, int],
     boxes: _Boxes,
     space: float,
+    cut: bool,
 ) -> bool:
     """True when the ``lower`` piece (words in reading order) reads as the next line of the ``upper`` one.
 
-    They must overlap across at least half the narrower one's width and be at most :data:`JOIN_HEIGHTS`
-    word heights apart. Then the upper piece must end with a hyphenated word, or have several words (a word
-    over a word is a table's column or a form's labels) and have wrapped: the lower piece's first word would
-    not have fitted after it inside ``column`` (the edges of the paragraph so far) with :data:`FIT_SLACK`
-    word heights to spare. A list of short lines (an address, a form's values, cells) fails that, unless
-    each line is as long as the paragraph's widest: such a list reads like a narrow column of prose.
+    They must overlap across at least half the narrower one's width and, when either line was ``cut`` into
+    pieces, be at most :data:`JOIN_HEIGHTS` word heights apart (whole lines are as far apart as Tesseract's
+    paragraph has them: double spacing stays one paragraph). Then the upper piece must end with a hyphenated
+    word, or have several words (a word over a word is a table's column or a form's labels) and have
+    wrapped: the lower piece's first word would not have fitted after it inside ``column`` (the edges of the
+    paragraph so far) with :data:`FIT_SLACK` word heights to spare. A list of short lines (an address, a
+    form's values, cells) fails that, unless each line is about as long as the paragraph's widest: such a
+    list reads like a narrow column of prose (:func:`_cut_rows` then cuts it when it sits beside labels).
     """
     overlap = min(upper_box[2], lower_box[2]) - max(upper_box[0], lower_box[0])
     narrower = min(upper_box[2] - upper_box[0], lower_box[2] - lower_box[0])
     height = boxes.height(lower)
-    if overlap < 0.5 * narrower or lower_box[1] - upper_box[3] > JOIN_HEIGHTS * height:
+    if overlap < 0.5 * narrower or (cut and lower_box[1] - upper_box[3] > JOIN_HEIGHTS * height):
         return False
     last_word = upper[-1]
     if boxes.text_ends_hyphen(last_word):

@@ -291,3 +291,27 @@ def test_a_real_screenshot_keeps_its_labels_apart_from_each_other_and_their_valu
     assert "dev" in texts and any(t.startswith("cargo 0.70.0") for t in texts), texts
     for block in blocks:  # the labels end left of the rule at x=269, the values start right of it
         assert block.bbox[2] < 269 or block.bbox[0] > 269, (block.text, block.bbox)
+
+
+def _words(rows: list[tuple[int, int, int, int, int, str]]) -> str:
+    """TSV of words given as (block, line, left, top, width, text), all in paragraph 1, 20 px high."""
+    return "\n".join(
+        [_HEADER] + [_row(b, 1, line, n, x, y, w, t) for n, (b, line, x, y, w, t) in enumerate(rows)]
+    )
+
+
+def test_whole_lines_join_when_wrapped_even_double_spaced_and_stay_apart_when_not() -> None:
+    words = [
+        # a double-spaced paragraph (lines 60 px apart, 20 px high): each line full, so wrapped
+        *[(1, line, 100 + 100 * k, 60 * line, 80, "word") for line in (1, 2) for k in range(4)],
+        (1, 3, 100, 180, 80, "end."),
+        # a short line over another: the next line's first word would have fitted after it
+        (2, 1, 100, 400, 80, "Total"),
+        (2, 1, 200, 400, 80, "due"),
+        (2, 2, 100, 430, 80, "Paid"),
+        (2, 2, 200, 430, 80, "on"),
+        (2, 2, 300, 430, 80, "Monday"),
+        (2, 2, 400, 430, 80, "morning"),
+    ]
+    texts = [b.text for b in ocr.blocks_from_data(_tesseract._columns(_words(words)))]
+    assert texts == [" ".join(["word"] * 8 + ["end."]), "Total due", "Paid on Monday morning"]
