@@ -258,7 +258,9 @@ class HostedSettings:
 
     data_dir: Path = field(default_factory=_default_hosted_dir, metadata=env("DRAGOMAN_HOSTED_DIR", as_path))
     db_url: str | None = field(default=None, metadata=env("DRAGOMAN_DB_URL", as_str))
-    dispatch: str = field(default="inprocess", metadata=env("DRAGOMAN_DISPATCH", as_choice("inprocess")))
+    dispatch: str = field(
+        default="inprocess", metadata=env("DRAGOMAN_DISPATCH", as_choice("inprocess", "procrastinate"))
+    )
     ratelimit_uri: str = field(default="memory://", metadata=env("DRAGOMAN_RATELIMIT_URI", as_str))
     store_url: str | None = field(default=None, metadata=env("DRAGOMAN_STORE_URL", as_str))
     hosted_host: str = field(default="127.0.0.1", metadata=env("DRAGOMAN_HOSTED_HOST", as_str))

@@ -73,16 +73,26 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     from dragoman.service.db import Database
 
     db = Database(settings.hosted.database_url)
+    procrastinate: bool | None = None  # applied now / already there; None: dispatch is in-process
     try:
         before = migrate.current(db)
         after = migrate.upgrade(db)
+        if settings.hosted.dispatch == "procrastinate":
+            from dragoman.service import dispatch
+
+            procrastinate = dispatch.apply_schema(db)
     finally:
         db.dispose()
     if args.json:
-        _print_json({"from": before, "to": after, "database": _shown_url(settings)})
+        answer: dict[str, Any] = {"from": before, "to": after, "database": _shown_url(settings)}
+        if procrastinate is not None:
+            answer["procrastinate_schema"] = "applied" if procrastinate else "present"
+        _print_json(answer)
     else:
         change = "unchanged" if before == after else f"was {before or 'empty'}"
         print(f"schema at {after} ({change})")
+        if procrastinate is not None:
+            print(f"Procrastinate's schema {'applied' if procrastinate else 'present'}")
     return 0
 
 
@@ -311,6 +321,70 @@ def _add_serve(groups: _SubParsers[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+# ----- worker ---------------------------------------------------------------------------------------------
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.service import dispatch, worker
+
+    logging.getLogger("dragoman.service").setLevel(logging.INFO)  # the worker's own lines (stderr)
+    queues = dispatch.parse_queues(args.queues)
+    db = open_database(settings)
+    try:
+        dispatch.apply_schema(db)  # idempotent: a worker on a fresh database needs no separate migrate
+    finally:
+        db.dispose()
+    return worker.run_worker(
+        settings,
+        queues,
+        concurrency=args.concurrency,
+        maintenance_s=args.maintenance_every,
+        purge_s=args.purge_every,
+        stalled_s=args.stalled_after,
+        heartbeat_s=args.heartbeat_every,
+        graceful_s=args.graceful_timeout,
+    )
+
+
+def _add_worker(groups: _SubParsers[argparse.ArgumentParser]) -> None:
+    p = groups.add_parser(
+        "worker",
+        help="run a job worker (DRAGOMAN_DISPATCH=procrastinate, PostgreSQL) until SIGTERM/SIGINT",
+    )
+    p.add_argument(
+        "--queues",
+        default=None,
+        help="comma-separated queues: translate, tts, subtitle, dub, webhooks, maintenance (default all)",
+    )
+    p.add_argument("--concurrency", type=_whole(1), default=1, help="jobs run at once (default 1)")
+    p.add_argument(
+        "--maintenance-every",
+        type=_whole(1),
+        default=10,
+        help="seconds between maintenance rounds: expired leases, stalled jobs (default 10)",
+    )
+    p.add_argument(
+        "--purge-every", type=_whole(1), default=3600, help="seconds between retention purges (default 3600)"
+    )
+    p.add_argument(
+        "--stalled-after",
+        type=_whole(1),
+        default=30,
+        help="seconds without a heartbeat before a worker's jobs are stalled (default 30)",
+    )
+    p.add_argument(
+        "--heartbeat-every", type=_whole(1), default=10, help="seconds between worker heartbeats (default 10)"
+    )
+    p.add_argument(
+        "--graceful-timeout",
+        type=_whole(0),
+        default=30,
+        help="seconds a stopping worker waits for running jobs before putting them back (default 30)",
+    )
+    p.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log more (to stderr)"
+    )
+    p.set_defaults(func=cmd_worker)
+
+
 # ----- webhooks ---------------------------------------------------------------------------------------------
 def cmd_webhooks_log(args: argparse.Namespace, settings: Settings) -> int:
     from datetime import UTC, datetime
@@ -354,6 +428,7 @@ GROUPS: tuple[Callable[[_SubParsers[argparse.ArgumentParser]], None], ...] = (
     _add_keys,
     _add_serve,
     _add_webhooks,
+    _add_worker,
 )
 
 

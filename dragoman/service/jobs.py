@@ -359,11 +359,18 @@ def submit_batch(
 
 
 # ----- the worker's transitions ------------------------------------------------------------------------
-def claim(db: Database, owner: str, lease_s: float, kinds: Iterable[str] | None = None) -> JobRecord | None:
-    """The oldest due ``queued`` job (of ``kinds``), now ``active`` under ``owner``'s lease (attempts + 1);
-    None when there is none. SQLite serialises writers (``BEGIN IMMEDIATE``); PostgreSQL skips rows another
-    claimer holds (``FOR UPDATE SKIP LOCKED``); the compare-and-set makes a lost race a retry, never a
-    double claim."""
+def claim(
+    db: Database,
+    owner: str,
+    lease_s: float,
+    kinds: Iterable[str] | None = None,
+    *,
+    job_id: str | None = None,
+) -> JobRecord | None:
+    """The oldest due ``queued`` job (of ``kinds``; the job ``job_id`` only, when given: a Procrastinate
+    task carries one job), now ``active`` under ``owner``'s lease (attempts + 1); None when there is none.
+    SQLite serialises writers (``BEGIN IMMEDIATE``); PostgreSQL skips rows another claimer holds
+    (``FOR UPDATE SKIP LOCKED``); the compare-and-set makes a lost race a retry, never a double claim."""
     wanted = None if kinds is None else sorted(set(kinds))
     for _ in range(5):
         with db.write() as conn:
@@ -377,12 +384,14 @@ def claim(db: Database, owner: str, lease_s: float, kinds: Iterable[str] | None 
             )
             if wanted is not None:
                 query = query.where(jobs.c.kind.in_(wanted))
-            job_id = conn.execute(query).scalar()
-            if job_id is None:
+            if job_id is not None:
+                query = query.where(jobs.c.id == job_id)
+            found = conn.execute(query).scalar()
+            if found is None:
                 return None
             won = _cas(
                 conn,
-                job_id,
+                found,
                 QUEUED,
                 None,
                 status=ACTIVE,
@@ -393,7 +402,7 @@ def claim(db: Database, owner: str, lease_s: float, kinds: Iterable[str] | None 
                 progress_percent=0,
             )
             if won:
-                return _load(conn, job_id)
+                return _load(conn, found)
     return None
 
 

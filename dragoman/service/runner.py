@@ -86,8 +86,9 @@ class JobRunner:
         *,
         poll_s: float = POLL_S,
         watch_s: float = WATCH_S,
-        purge_every_s: float = PURGE_EVERY_S,
+        purge_every_s: float | None = PURGE_EVERY_S,
         retry_base_s: float = jobs.RETRY_BASE_S,
+        workers: int | None = None,
     ) -> None:
         hosted = retention.hosted_of(settings)
         self.db = db
@@ -95,12 +96,13 @@ class JobRunner:
         self.storage = storage
         self.settings = hosted
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.workers = hosted.runner_workers
+        #: Worker threads; 0: the keeper alone, jobs being run by :meth:`run_claimed` (Procrastinate tasks).
+        self.workers = hosted.runner_workers if workers is None else max(0, workers)
         self.lease_s = hosted.lease_seconds
         self.max_attempts = hosted.job_attempts
         self.poll_s = poll_s
         self.watch_s = min(watch_s, self.lease_s / 3)
-        self.purge_every_s = purge_every_s
+        self.purge_every_s = purge_every_s  # None: no purge (a periodic task does it)
         self.retry_base_s = retry_base_s
         self._stopping = threading.Event()
         self._wake = threading.Condition()
@@ -160,6 +162,21 @@ class JobRunner:
         """Ids of the jobs being worked on now."""
         with self._running_lock:
             return [job_id for job_id, _ in self._running]
+
+    def run_claimed(self, job: JobRecord, owner: str) -> None:
+        """Run ``job``, claimed by the caller under ``owner``'s lease (a Procrastinate task), as a worker
+        thread would: the keeper renews its lease and watches for its cancellation while it runs."""
+        self._run(job, owner)
+
+    def cancel_run(self, job_id: str, owner: str, reason: str = CANCELED_REASON) -> bool:
+        """Set the cancel token of ``owner``'s run of ``job_id`` (its handler stops at its next chunk);
+        ``STOPPING_REASON`` puts the job back in the queue. Whether such a run was found."""
+        with self._running_lock:
+            run = self._running.get((job_id, owner))
+        if run is None:
+            return False
+        run.token.cancel(reason)
+        return True
 
     def requeue_expired(self) -> int:
         try:
@@ -300,7 +317,11 @@ class JobRunner:
                 if now - last_requeue >= requeue_every:
                     last_requeue = now
                     self.requeue_expired()
-                if now >= next_purge and (self._purger is None or not self._purger.is_alive()):
+                if (
+                    self.purge_every_s is not None
+                    and now >= next_purge
+                    and (self._purger is None or not self._purger.is_alive())
+                ):
                     next_purge = now + self.purge_every_s
                     # on its own thread: a long purge must not delay the heartbeats (leases would expire)
                     self._purger = threading.Thread(target=self._purge, name="job-retention", daemon=True)
