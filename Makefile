@@ -13,9 +13,11 @@ APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat aper
 	apertium-spa-ita tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
 	fonts-dejavu-core fonts-noto-core fonts-noto-cjk \
 	poppler-utils libreoffice-writer-nogui libreoffice-impress-nogui gettext \
-	postgresql
+	postgresql redis-server
 # postgresql (issue 13): the scaled database; tests start a throwaway server with its initdb/pg_ctl
 # (dragoman/testing/postgres.py); the Debian service's own cluster is not used.
+# redis-server (issue 13): the shared store of the 60/min limiter across API processes; tests start their own
+# on a free loopback port without persistence (dragoman/testing/redis_server.py).
 
 .PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench clean
 
