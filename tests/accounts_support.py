@@ -1,11 +1,11 @@
-"""Helpers of the accounts, billing and usage tests: a migrated service database on a SQLite file and keys
-of new accounts (imported rootdir-style by the tests of this folder, like ``support``)."""
+"""Helpers of the accounts, billing and usage tests: a migrated service database (on the backend of the
+``db_url`` fixture) and keys of new accounts (imported rootdir-style by the tests of this folder, like
+``support``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from sqlalchemy import func, select
 
@@ -16,9 +16,10 @@ from dragoman.service.db import accounts as accounts_table
 
 
 @contextmanager
-def migrated_db(root: Path) -> Iterator[Database]:
-    """A service database in a SQLite file under ``root``, made by the migrations; disposed afterwards."""
-    db = Database(f"sqlite:///{root / 'hosted.sqlite3'}")
+def migrated_db(url: str) -> Iterator[Database]:
+    """The service database at ``url`` (the ``db_url`` fixture's: SQLite or PostgreSQL), brought to the
+    migrations' head; disposed afterwards."""
+    db = Database(url)
     try:
         migrate.upgrade(db)
         yield db

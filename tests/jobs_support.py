@@ -1,11 +1,10 @@
-"""Helpers of the jobs, runner and retention tests: a service database on a SQLite file, a paying key, and
-the ledger and outbox read back (tests/service/ imports it rootdir-style, like ``support``)."""
+"""Helpers of the jobs, runner and retention tests: a service database (SQLite or PostgreSQL), a paying key,
+and the ledger and outbox read back (tests/service/ imports it rootdir-style, like ``support``)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -18,9 +17,10 @@ from dragoman.service.db import accounts as accounts_table
 HOOK = "https://hooks.example.com/in"
 
 
-def service_db(root: Path) -> Database:
-    """A fresh service database in a SQLite file under ``root`` (the schema of ``db.metadata``)."""
-    db = Database(f"sqlite:///{root / 'hosted.sqlite3'}")
+def service_db(url: str) -> Database:
+    """The service database at ``url`` (the ``db_url`` fixture's: SQLite or PostgreSQL) with the schema of
+    ``db.metadata`` (PostgreSQL's comes migrated from the template: nothing to create)."""
+    db = Database(url)
     metadata.create_all(db.engine)
     return db
 

@@ -26,8 +26,9 @@ spends. Per job:
 - :func:`release` gives back part of a reservation without settling the job.
 
 A job's open reservation is ``-SUM(amount + spent)`` over its rows. :func:`charge` and :func:`refund` settle
-it once: called again they move nothing (idempotent). They are exactly-once under concurrency when called in
-the transaction that wins the job's compare-and-set on ``status`` (:mod:`dragoman.service.jobs` does).
+it once: called again they move nothing (idempotent). They are exactly-once under concurrency: a job's
+settlements hold a lock on it (:func:`dragoman.service.db.lock`; on SQLite one writer runs at a time), and
+:mod:`dragoman.service.jobs` calls them in the transaction that wins the job's compare-and-set on ``status``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from dragoman.errors import (
 from dragoman.languages import catalogue
 from dragoman.limits import MAX_FILE_BYTES
 from dragoman.service.accounts import KeyInfo, lineage
-from dragoman.service.db import accounts, api_keys, ledger, now_ms
+from dragoman.service.db import accounts, api_keys, ledger, lock, now_ms
 
 #: High-resource languages (tier 1): the ~20 most used languages of the web and of MT training data.
 TIER_1: Final = frozenset(
@@ -338,6 +339,7 @@ def charge(
     """
     if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
         raise InvalidRequest(f"a charge must be a whole number of credits of at least 0, not {amount!r}")
+    lock(conn, "settle", job_id)  # concurrent settlements of one job run one after the other (PostgreSQL)
     done = _settled(conn, job_id)
     if done is not None:
         return int(done.spent) if done.entry == "charge" else 0
@@ -351,11 +353,12 @@ def charge(
         available = _balance(conn, account_id, mode)
         extra = min(want, available)
         if extra:
-            conn.execute(
+            taken = conn.execute(
                 update(accounts)
                 .where(accounts.c.id == account_id, column >= extra)
                 .values({column: column - extra})
-            )
+            ).rowcount
+            extra = extra if taken else 0  # the balance moved meanwhile (another writer): nothing extra
     spent = min(amount, held) + extra
     _entry(
         conn,
@@ -389,6 +392,7 @@ def charge(
 def refund(conn: Connection, key_id: str, account_id: str, mode: str, job_id: str) -> int:
     """Settles a failed or canceled job: gives back what is still reserved for it; the credits refunded
     (0 when nothing was reserved or the job is already settled: idempotent)."""
+    lock(conn, "settle", job_id)
     if _settled(conn, job_id) is not None:
         return 0
     held = open_reservation(conn, job_id)
@@ -414,6 +418,7 @@ def release(
 ) -> int:
     """Gives back ``amount`` (default: all) of a job's open reservation without settling the job; the
     credits released (never more than is open)."""
+    lock(conn, "settle", job_id)
     held = open_reservation(conn, job_id)
     give = held if amount is None else max(0, min(amount, held))
     if not give:

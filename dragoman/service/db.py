@@ -41,6 +41,7 @@ from sqlalchemy import (
     UniqueConstraint,
     create_engine,
     event,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
@@ -238,6 +239,17 @@ def insert_ignore(connection: Connection, table: Table) -> Insert:
     if connection.dialect.name == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()
     return sqlite.insert(table).on_conflict_do_nothing()
+
+
+def lock(connection: Connection, scope: str, name: str) -> None:
+    """Holds a lock on ``(scope, name)`` until the transaction ends, so two transactions working on one thing
+    (a job's settlement, …) run one after the other. PostgreSQL: a transaction-level advisory lock (under READ
+    COMMITTED the statements after it see what the previous holder committed); SQLite: nothing to do, its
+    write transactions (``BEGIN IMMEDIATE``) already run one at a time."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"), {"name": f"{scope}:{name}"}
+        )
 
 
 class Database:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from jobs_support import balance, events, ledger_sum, paying_key, service_db
@@ -167,8 +166,8 @@ class Machine:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_random_transitions_keep_the_books(tmp_path: Path, seed: int) -> None:
-    db = service_db(tmp_path)
+def test_random_transitions_keep_the_books(db_url: str, seed: int) -> None:
+    db = service_db(db_url)
     try:
         machine = Machine(
             db, paying_key(db, credits=CREDITED), paying_key(db, credits=CREDITED), random.Random(seed)

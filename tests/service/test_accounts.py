@@ -22,8 +22,8 @@ KEY_SHAPE = re.compile(r"svc_(live|test)_[0-9a-f]{12}_[A-Za-z0-9_-]{43}")
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    with migrated_db(tmp_path) as database:
+def db(db_url: str) -> Iterator[Database]:
+    with migrated_db(db_url) as database:
         yield database
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from accounts_support import balances, ledger_total, migrated_db, new_key
@@ -28,8 +27,8 @@ from dragoman.service.db import Database, ledger, now_ms
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    with migrated_db(tmp_path) as database:
+def db(db_url: str) -> Iterator[Database]:
+    with migrated_db(db_url) as database:
         yield database
 
 

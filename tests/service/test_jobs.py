@@ -27,8 +27,8 @@ TEXT = {"text": "hello", "src": "eng_Latn", "tgt": "fra_Latn"}
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = service_db(tmp_path)
+def db(db_url: str) -> Iterator[Database]:
+    database = service_db(db_url)
     yield database
     database.dispose()
 

@@ -1,6 +1,6 @@
 """The schema's migrations (issue 12; hosted-plan.md "Schema changes"): Alembic on an empty database gives
 exactly ``db.metadata`` (alembic's compare_metadata finds no difference), one linear chain of revisions, and
-a second upgrade changes nothing."""
+a second upgrade changes nothing; on SQLite and on PostgreSQL (issue 13: the ``db_backend`` fixture)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from db_support import DbBackend
 from sqlalchemy import inspect, text
 
 from dragoman.service import migrate
@@ -16,7 +17,7 @@ from dragoman.service.db import Database, metadata
 
 
 def _schema(db: Database) -> dict[str, object]:
-    """Every table's columns, indexes, foreign keys and checks as SQLite reports them."""
+    """Every table's columns, indexes, foreign keys and checks as the database reports them."""
     with db.engine.connect() as conn:
         inspector = inspect(conn)
         return {
@@ -30,8 +31,10 @@ def _schema(db: Database) -> dict[str, object]:
         }
 
 
-def test_upgrade_on_an_empty_database_gives_exactly_the_metadata(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 'hosted.sqlite3'}")
+def test_upgrade_on_an_empty_database_gives_exactly_the_metadata(
+    db_backend: DbBackend, tmp_path: Path
+) -> None:
+    db = Database(db_backend.url(tmp_path, empty=True))
     try:
         assert migrate.current(db) is None
         assert migrate.upgrade(db) == migrate.head()
@@ -46,8 +49,8 @@ def test_upgrade_on_an_empty_database_gives_exactly_the_metadata(tmp_path: Path)
         db.dispose()
 
 
-def test_a_second_upgrade_changes_nothing(tmp_path: Path) -> None:
-    db = Database(f"sqlite:///{tmp_path / 'hosted.sqlite3'}")
+def test_a_second_upgrade_changes_nothing(db_backend: DbBackend, tmp_path: Path) -> None:
+    db = Database(db_backend.url(tmp_path, empty=True))
     try:
         first = migrate.upgrade(db)
         before = _schema(db)

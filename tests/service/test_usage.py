@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from accounts_support import migrated_db, new_key
@@ -21,8 +20,8 @@ DAY = usage.DAY_MS
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    with migrated_db(tmp_path) as database:
+def db(db_url: str) -> Iterator[Database]:
+    with migrated_db(db_url) as database:
         yield database
 
 

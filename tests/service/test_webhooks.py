@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from db_support import DbBackend
 from sqlalchemy import select
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError as StandardError
@@ -136,8 +137,8 @@ class DeadReceiver:
 
 # ----- the service side -------------------------------------------------------------------------------------
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path / 'hosted.sqlite3'}")
+def db(db_url: str) -> Iterator[Database]:
+    database = Database(db_url)
     metadata.create_all(database.engine)
     yield database
     database.dispose()
@@ -510,14 +511,22 @@ def test_backoff_grows_exponentially_with_jitter() -> None:
 
 
 def test_cli_webhooks_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], receiver: Receiver
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    receiver: Receiver,
+    db_backend: DbBackend,
 ) -> None:
-    """``dragoman hosted webhooks log KEY_ID [--json]`` reads the delivery log of the configured database."""
+    """``dragoman hosted webhooks log KEY_ID [--json]`` reads the delivery log of the configured database
+    (``dragoman hosted migrate`` makes it: a SQLite file in the data folder, or DRAGOMAN_DB_URL's)."""
     from dragoman.cli.main import main
 
     monkeypatch.setenv("DRAGOMAN_HOSTED_DIR", str(tmp_path / "hosted"))
+    url = db_backend.url(tmp_path / "hosted", empty=True)
+    if db_backend.is_postgres:
+        monkeypatch.setenv("DRAGOMAN_DB_URL", url)
     assert main(["hosted", "migrate"]) == 0
-    db = Database(f"sqlite:///{tmp_path / 'hosted' / 'hosted.sqlite3'}")
+    db = Database(url)
     try:
         key_id = _key(db, receiver)
         assert main(["hosted", "webhooks", "log", key_id]) == 0
