@@ -97,6 +97,8 @@ MAX_RULE_PX = 8
 MAX_RULE_PIXELS = 60_000_000
 _RULE_STRIPE = 256
 
+#: A word cut by a hyphen at a line's end (a lone ``-``, an empty table cell, is not).
+_HYPHENATED = re.compile(r"[^\W\d_]-$")
 #: The end of a sentence (closing quotes and brackets may follow).
 _SENTENCE_END = re.compile(r"[.!?:;\u2026\u3002\uff01\uff1f\uff1a\uff1b][\"'\u201d\u2019\u00bb)\]]*$")
 
@@ -269,7 +271,8 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     word space (:data:`SPLIT_HEIGHTS`, :data:`SPLIT_SPACES`): each piece (a cell, a label, a value, a
     column's line) becomes a paragraph of its own, and the pieces of consecutive lines that sit one above the
     other and read as wrapped text are joined again (:func:`_wraps`), so a column reads down before the next
-    one starts while table cells and form fields stay apart.
+    one starts while table cells and form fields stay apart. Last, a paragraph is cut between two lines that
+    are rows of a form or table (:func:`_cut_rows`).
 
     Tesseract also splits paragraphs too eagerly where line lengths vary; a paragraph whose last line runs to
     the right edge of its block without ending a sentence is joined with the next one of the same block
@@ -285,7 +288,7 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     top = [int(v) for v in data["top"]]
     right = [int(x) + int(w) for x, w in zip(data["left"], data["width"], strict=True)]
     bottom = [int(y) + int(h) for y, h in zip(data["top"], data["height"], strict=True)]
-    hyphens = frozenset(i for i, text in enumerate(data["text"]) if str(text).strip().endswith("-"))
+    hyphens = frozenset(i for i, text in enumerate(data["text"]) if _HYPHENATED.search(str(text).strip()))
     boxes = _Boxes(left, top, right, bottom, hyphens)
     spaces = _word_spaces(lines, boxes)
     regions: dict[tuple[int, int], tuple[int, int]] = {}
@@ -324,7 +327,7 @@ class _Boxes:
     top: list[int]
     right: list[int]
     bottom: list[int]
-    hyphens: frozenset[int]  # the words that end with a hyphen
+    hyphens: frozenset[int]  # the words cut by a hyphen (a letter, then ``-``)
 
     def text_ends_hyphen(self, word: int) -> bool:
         return word in self.hyphens
