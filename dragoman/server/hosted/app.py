@@ -463,12 +463,12 @@ def _submit_jobs(
                 conn=conn,
             )
             body = _accepted(request, job)
+            made = [job]
+        state.dispatch.submitted(conn, made)  # Procrastinate: deferred in this transaction
         response = model_response(body, 202)
         if reservation is not None:
             reservation.complete_in(conn, response)
-    runner = state.runner
-    if runner is not None:
-        runner.wake()
+    state.dispatch.committed()  # in-process: wake the runner
     return response
 
 
@@ -1057,7 +1057,7 @@ def create_app(
     """The hosted service's ASGI app. ``engine`` None: an Engine with provenance 'server' over ``settings``
     (closed with the app). ``start_workers``: the lifespan starts (and stops) the job runner and the webhook
     dispatcher. The database must be migrated (:func:`dragoman.service.migrate.upgrade`; ``serve`` does)."""
-    from dragoman.service.runner import JobRunner
+    from dragoman.service.dispatch import INPROCESS, make_dispatch
     from dragoman.service.translation_jobs import make_translate_handler
     from dragoman.service.webhooks import WebhookDispatcher
 
@@ -1089,8 +1089,10 @@ def create_app(
     state.pool = EnginePool(max_workers, queue_limit, request_timeout)
     state.tmp_dir = hosted.data_dir / "tmp"
     state.start_workers = start_workers
-    state.runner = JobRunner(db, {"translate": handler}, storage, settings)
-    state.dispatcher = WebhookDispatcher(db, hosted)
+    # DRAGOMAN_DISPATCH=procrastinate: no job runner and no webhook dispatcher here (the workers run them)
+    state.dispatch = make_dispatch(hosted, db, {"translate": handler}, storage)
+    state.runner = state.dispatch.runner
+    state.dispatcher = WebhookDispatcher(db, hosted) if state.dispatch.mode == INPROCESS else None
     state.glossary = None  # v2 applies no user glossary file on the hosted service (spec 4.4)
     state.openapi = openapi_json()
     return app

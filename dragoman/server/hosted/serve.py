@@ -5,7 +5,10 @@ Migrates the database (Alembic, :func:`dragoman.service.migrate.upgrade`), build
 re-queues the jobs of a process that died — and the webhook dispatcher), and runs it under uvicorn with the
 daemon's connection bounds (:mod:`dragoman.server.daemon._protocol`), until SIGTERM or SIGINT; in-flight
 requests finish, the runner's workers stop between chunks (their jobs go back to the queue when their lease
-runs out) and the dispatcher stops.
+runs out) and the dispatcher stops. With ``DRAGOMAN_DISPATCH=procrastinate`` (PostgreSQL) it also applies
+Procrastinate's schema and starts neither the runner nor the dispatcher: each job is deferred to
+Procrastinate in the transaction of its row and ``dragoman hosted worker`` processes run jobs and deliver
+webhooks (:mod:`dragoman.service.worker`).
 
 The hosted service is meant to be reachable (behind a proxy that terminates TLS): it listens where
 ``--host`` / ``DRAGOMAN_HOSTED_HOST`` says (default 127.0.0.1) and authenticates every v1 and v2 route that
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 from dragoman.server.daemon._protocol import ConnectionLimits
 from dragoman.server.daemon.app import _log_to_stderr, bind_socket, uvicorn_server
 from dragoman.server.hosted.app import create_app
-from dragoman.service import migrate
+from dragoman.service import dispatch, migrate
 from dragoman.service.db import Database
 
 if TYPE_CHECKING:
@@ -51,6 +54,8 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     handler = _log_to_stderr()
     db = Database(hosted.database_url)
     revision = migrate.upgrade(db)
+    if hosted.dispatch == dispatch.PROCRASTINATE:
+        dispatch.apply_schema(db)  # idempotent; the jobs are run by `dragoman hosted worker` processes
     sock = bind_socket(host, port)
     bound = int(sock.getsockname()[1])
     app = create_app(settings, db=db, request_timeout=REQUEST_TIMEOUT)
