@@ -316,7 +316,8 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
             paragraphs.append((region if whole else None, chains[-1]))
     chains = [chain for _, chain in paragraphs]
     pages = [int(data["page_num"][chain[0][0]]) for chain in chains]
-    return [_block(data, chain) for chain in _cut_rows(chains, pages, boxes)]
+    chains = _rows_in_order(_cut_rows(chains, pages, boxes), boxes)
+    return [_block(data, chain) for chain in chains]
 
 
 @dataclass(frozen=True)
@@ -499,6 +500,47 @@ def _cut_rows(chains: list[list[list[int]]], pages: list[int], boxes: _Boxes) ->
             else:
                 out[-1].append(chain[n])
     return out
+
+
+def _rows_in_order(chains: list[list[list[int]]], boxes: _Boxes) -> list[list[list[int]]]:
+    """The paragraphs with each run of one-line paragraphs that sits in rows (a form, a table) put in row
+    order: row by row from the top, left to right in a row (right to left when the run's words read so).
+
+    Tesseract often reads a form's labels as one block and its values as the next; the run then becomes
+    ``Name:``, ``John Smith``, ``Address:``, ... A run is a stretch of consecutive one-line paragraphs; it is
+    left as it is unless some row of it holds two or more of them. Linear plus sorting.
+    """
+    out: list[list[list[int]]] = []
+    run: list[list[list[int]]] = []
+    for chain in [*chains, []]:
+        if len(chain) == 1:
+            run.append(chain)
+            continue
+        out.extend(_in_rows(run, boxes) if len(run) > 1 else run)
+        run = []
+        if chain:
+            out.append(chain)
+    return out
+
+
+def _in_rows(run: list[list[list[int]]], boxes: _Boxes) -> list[list[list[int]]]:
+    spans = [boxes.span(chain[0]) for chain in run]
+    centre = [(y0 + y1) / 2 for _, y0, _, y1 in spans]
+    unit = float(statistics.median(y1 - y0 for _, y0, _, y1 in spans))
+    rows: list[list[int]] = []
+    for k in sorted(range(len(run)), key=lambda k: centre[k]):
+        if rows and centre[k] - centre[rows[-1][0]] <= 0.5 * unit:
+            rows[-1].append(k)
+        else:
+            rows.append([k])
+    if all(len(row) == 1 for row in rows):
+        return run
+    backwards = sum(
+        (boxes.left[line[0]] > boxes.left[line[-1]]) - (boxes.left[line[0]] < boxes.left[line[-1]])
+        for chain in run
+        for line in chain
+    )
+    return [run[k] for row in rows for k in sorted(row, key=lambda k: spans[k][0], reverse=backwards > 0)]
 
 
 def _row_neighbour(

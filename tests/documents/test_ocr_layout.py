@@ -110,12 +110,12 @@ def centre(box: Sequence[float]) -> tuple[float, float]:
 
 @needs_tesseract
 @needs_font
-def test_form_labels_and_values_are_separate_blocks() -> None:
+def test_form_labels_and_values_are_separate_blocks_in_row_order() -> None:
     image, boxes = form_image()
     blocks = ocr.ocr_image(image, "eng")
     found = [letters(b.text) for b in blocks]
     wanted = [letters(text) for pair in FORM for text in pair]
-    assert sorted(found) == sorted(wanted), [b.text for b in blocks]
+    assert found == wanted, [b.text for b in blocks]  # row by row: each label, then its value
     for block in blocks:  # each block sits on its own label or value
         text = next(t for pair in FORM for t in pair if letters(t) == letters(block.text))
         assert inside(centre(block.bbox), boxes[text], 4), (block.text, block.bbox, boxes[text])
