@@ -429,6 +429,23 @@ class WebhookVerificationError(DragomanError):
     code = "invalid_webhook_signature"
 
 
+# ----- the hosted service's database (issue 13) ---------------------------------------------------------
+class DatabaseUnavailable(DragomanError):
+    """The service's database cannot be reached (PostgreSQL down or restarting, the network to it cut, its
+    connections all busy): 503 with ``Retry-After``. Nothing of the request was committed, so a retry (with
+    the same Idempotency-Key) is safe."""
+
+    status = 503
+    code = "database_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 2) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "retry_after": self.retry_after}
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""

@@ -109,3 +109,17 @@ ZIP_RATIO_FLOOR_BYTES: Final = 16 * 1024 * 1024
 #: Triton's dynamic batcher leaves its delay to the user (0 by default); 20 ms is small beside a base-size
 #: pack's call of 100-400 ms on a 2-core machine, and lets the callers of a batch that just ended meet again.
 BATCH_WINDOW_MS: Final = 20.0
+
+# ----- the hosted service's database on PostgreSQL (issue 13) --------------------------------------------
+#: Connections each process keeps open to PostgreSQL, and how many more it may open under load
+#: (``DRAGOMAN_DB_POOL_SIZE``, ``DRAGOMAN_DB_MAX_OVERFLOW``). An API process's thread pool runs up to 40
+#: requests at once and most hold a connection for a few milliseconds; 10 + 20 per process leaves room for
+#: N API processes and M workers under PostgreSQL's default 100 connections only for small N + M: raise
+#: ``max_connections`` or put PgBouncer in front for more.
+DB_POOL_SIZE: Final = 10
+DB_MAX_OVERFLOW: Final = 20
+#: Seconds a request waits for a free pooled connection before it is answered 503
+#: (``DRAGOMAN_DB_POOL_TIMEOUT``).
+DB_POOL_TIMEOUT_S: Final = 10.0
+#: Seconds a new connection may take (libpq waits for ever by default: a server behind a dropped route).
+DB_CONNECT_TIMEOUT_S: Final = 5.0

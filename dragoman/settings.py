@@ -34,6 +34,9 @@ from dragoman.limits import (
     DAEMON_HEADER_TIMEOUT,
     DAEMON_KEEP_ALIVE,
     DAEMON_MAX_CONNECTIONS,
+    DB_MAX_OVERFLOW,
+    DB_POOL_SIZE,
+    DB_POOL_TIMEOUT_S,
     DEFAULT_TIER,
     TIERS,
     Tier,
@@ -258,6 +261,12 @@ class HostedSettings:
 
     data_dir: Path = field(default_factory=_default_hosted_dir, metadata=env("DRAGOMAN_HOSTED_DIR", as_path))
     db_url: str | None = field(default=None, metadata=env("DRAGOMAN_DB_URL", as_str))
+    #: PostgreSQL's connection pool per process (issue 13; limits.py says how to size it).
+    db_pool_size: int = field(default=DB_POOL_SIZE, metadata=env("DRAGOMAN_DB_POOL_SIZE", as_int(1)))
+    db_max_overflow: int = field(default=DB_MAX_OVERFLOW, metadata=env("DRAGOMAN_DB_MAX_OVERFLOW", as_int(0)))
+    db_pool_timeout: float = field(
+        default=DB_POOL_TIMEOUT_S, metadata=env("DRAGOMAN_DB_POOL_TIMEOUT", as_float(0, above=True))
+    )
     dispatch: str = field(
         default="inprocess", metadata=env("DRAGOMAN_DISPATCH", as_choice("inprocess", "procrastinate"))
     )

@@ -62,6 +62,9 @@ CASTS: list[tuple[str, str, str, str, object]] = [
     ("DRAGOMAN_SERVE_KEEP_ALIVE", "1", "daemon", "keep_alive", 1.0),
     ("DRAGOMAN_HOSTED_DIR", "~/hosted", "hosted", "data_dir", HOME / "hosted"),
     ("DRAGOMAN_DB_URL", "sqlite:////srv/h.db", "hosted", "db_url", "sqlite:////srv/h.db"),
+    ("DRAGOMAN_DB_POOL_SIZE", "3", "hosted", "db_pool_size", 3),
+    ("DRAGOMAN_DB_MAX_OVERFLOW", "0", "hosted", "db_max_overflow", 0),
+    ("DRAGOMAN_DB_POOL_TIMEOUT", "2.5", "hosted", "db_pool_timeout", 2.5),
     ("DRAGOMAN_DISPATCH", "inprocess", "hosted", "dispatch", "inprocess"),
     ("DRAGOMAN_RATELIMIT_URI", "memory://", "hosted", "ratelimit_uri", "memory://"),
     ("DRAGOMAN_STORE_URL", "file:///srv/files", "hosted", "store_url", "file:///srv/files"),
@@ -149,6 +152,9 @@ def test_a_blank_variable_keeps_the_default(variable: str) -> None:
         ("DRAGOMAN_SERVE_HEADER_TIMEOUT", "0", "more than 0"),
         ("DRAGOMAN_BATCHING", "sometimes", "must be 1 or 0"),
         ("DRAGOMAN_BATCH_WINDOW_MS", "-1", "at least 0"),
+        ("DRAGOMAN_DB_POOL_SIZE", "0", "at least 1"),
+        ("DRAGOMAN_DB_MAX_OVERFLOW", "-1", "at least 0"),
+        ("DRAGOMAN_DB_POOL_TIMEOUT", "0", "more than 0"),
     ],
 )
 def test_a_bad_value_is_a_config_error_naming_the_variable(variable: str, value: str, says: str) -> None:

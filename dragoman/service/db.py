@@ -16,11 +16,13 @@ whether this caller won; see :mod:`dragoman.service.jobs`.
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
@@ -43,8 +45,17 @@ from sqlalchemy import (
     event,
     text,
 )
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
+
+from dragoman.errors import DatabaseUnavailable
+from dragoman.limits import DB_CONNECT_TIMEOUT_S, DB_MAX_OVERFLOW, DB_POOL_SIZE, DB_POOL_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from dragoman.settings import HostedSettings
+
+log = logging.getLogger(__name__)
 
 metadata = MetaData(
     naming_convention={
@@ -241,6 +252,16 @@ def insert_ignore(connection: Connection, table: Table) -> Insert:
     return sqlite.insert(table).on_conflict_do_nothing()
 
 
+def _unavailable(exc: sa_exc.DBAPIError) -> DatabaseUnavailable:
+    """The 503 for a driver's error: the driver's class names the cause; its text (which may hold the
+    server's address) goes to the log only."""
+    cause = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
+    log.warning("database unavailable: %s", str(exc.orig or exc).strip().splitlines()[0][:300])
+    return DatabaseUnavailable(
+        f"the service's database cannot be reached at the moment ({cause}); retry shortly"
+    )
+
+
 def lock(connection: Connection, scope: str, name: str) -> None:
     """Holds a lock on ``(scope, name)`` until the transaction ends, so two transactions working on one thing
     (a job's settlement, …) run one after the other. PostgreSQL: a transaction-level advisory lock (under READ
@@ -253,9 +274,32 @@ def lock(connection: Connection, scope: str, name: str) -> None:
 
 
 class Database:
-    """The service's engine, with write and read transactions (see the module's notes on SQLite)."""
+    """The service's engine, with write and read transactions (see the module's notes on SQLite).
 
-    def __init__(self, url: str, *, busy_timeout_ms: int = 30_000) -> None:
+    On PostgreSQL (psycopg 3) connections come from a pool of ``pool_size`` kept connections plus up to
+    ``max_overflow`` more under load, each checked before use (pre-ping: a connection the server dropped,
+    after a restart for instance, is replaced instead of failing the request); a connection is made within
+    ``connect_timeout_s`` or given up. Transactions run at READ COMMITTED (PostgreSQL's default): the
+    compare-and-set updates and the locks of :mod:`dragoman.service.jobs` and :mod:`dragoman.service.billing`
+    are written for it.
+
+    A database that cannot be reached (down, restarting, the network cut, every pooled connection busy for
+    ``pool_timeout_s``) raises :class:`~dragoman.errors.DatabaseUnavailable` (503 with ``Retry-After``) out of
+    :meth:`write` and :meth:`read`, after the transaction was rolled back. PostgreSQL's operational errors
+    inside a transaction (a connection cut mid-way, a deadlock, a serialization failure: transient) are
+    mapped the same way; SQLite's only when opening the file fails.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout_ms: int = 30_000,
+        pool_size: int = DB_POOL_SIZE,
+        max_overflow: int = DB_MAX_OVERFLOW,
+        pool_timeout_s: float = DB_POOL_TIMEOUT_S,
+        connect_timeout_s: float = DB_CONNECT_TIMEOUT_S,
+    ) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         kwargs: dict[str, Any] = {}
@@ -265,9 +309,29 @@ class Database:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
             # pysqlite's own transaction handling is turned off, so BEGIN is ours (IMMEDIATE for writers).
             kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_ms / 1000}
-        self.engine: Engine = create_engine(url, pool_pre_ping=not self.is_sqlite, **kwargs)
+        else:
+            kwargs |= {
+                "pool_size": pool_size,
+                "max_overflow": max_overflow,
+                "pool_timeout": pool_timeout_s,
+                "pool_pre_ping": True,
+            }
+            if url.startswith("postgresql"):
+                # libpq waits for ever by default; it takes whole seconds, at least 2.
+                kwargs["connect_args"] = {"connect_timeout": max(2, math.ceil(connect_timeout_s))}
+        self.engine: Engine = create_engine(url, **kwargs)
         if self.is_sqlite:
             self._sqlite_setup(busy_timeout_ms)
+
+    @classmethod
+    def from_settings(cls, hosted: HostedSettings) -> Database:
+        """The database of the hosted settings (``DRAGOMAN_DB_URL`` and the ``DRAGOMAN_DB_POOL_*`` sizes)."""
+        return cls(
+            hosted.database_url,
+            pool_size=hosted.db_pool_size,
+            max_overflow=hosted.db_max_overflow,
+            pool_timeout_s=hosted.db_pool_timeout,
+        )
 
     def _sqlite_setup(self, busy_timeout_ms: int) -> None:
         @event.listens_for(self.engine, "connect")
@@ -286,17 +350,38 @@ class Database:
             connection.exec_driver_sql(f"BEGIN {mode}")
 
     @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """Raises :class:`DatabaseUnavailable` when the database cannot be reached (see the class)."""
+        try:
+            yield
+        except sa_exc.TimeoutError as exc:  # the pool: every connection busy for pool_timeout
+            log.warning("database: no free pooled connection (%s)", exc)
+            raise DatabaseUnavailable(
+                "the service's database has no free connection at the moment; retry shortly"
+            ) from exc
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+            if self.is_sqlite and not exc.connection_invalidated:
+                raise  # SQLite's are about the file (locked past busy_timeout, no such table): not mapped
+            raise _unavailable(exc) from exc
+
+    @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction: committed when the block ends, rolled back when it raises."""
-        with self.engine.connect() as connection, connection.begin():
+        with self._reachable(), self._connect() as connection, connection.begin():
             yield connection
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction (deferred on SQLite: readers never wait for writers in WAL mode)."""
-        with self.engine.connect().execution_options(sqlite_begin="DEFERRED") as connection:
-            with connection.begin():
+        with self._reachable(), self._connect() as connection:
+            with connection.execution_options(sqlite_begin="DEFERRED").begin():
                 yield connection
+
+    def _connect(self) -> Connection:
+        try:
+            return self.engine.connect()
+        except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+            raise _unavailable(exc) from exc
 
     def dispose(self) -> None:
         self.engine.dispose()
