@@ -323,10 +323,14 @@ def _add_serve(groups: _SubParsers[argparse.ArgumentParser]) -> None:
 
 # ----- worker ---------------------------------------------------------------------------------------------
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.errors import ConfigError
     from dragoman.service import dispatch, worker
 
-    logging.getLogger("dragoman.service").setLevel(logging.INFO)  # the worker's own lines (stderr)
+    if settings.hosted.dispatch != dispatch.PROCRASTINATE:
+        raise ConfigError("dragoman hosted worker needs DRAGOMAN_DISPATCH=procrastinate (and PostgreSQL)")
     queues = dispatch.parse_queues(args.queues)
+    dispatch.conninfo(settings.hosted.database_url)  # a ConfigError on SQLite
+    logging.getLogger("dragoman.service").setLevel(logging.INFO)  # the worker's own lines (stderr)
     db = open_database(settings)
     try:
         dispatch.apply_schema(db)  # idempotent: a worker on a fresh database needs no separate migrate

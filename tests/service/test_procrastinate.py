@@ -22,7 +22,8 @@ from jobs_support import balance, entries, paying_key
 from sqlalchemy import insert, select, text
 from support import needs_apertium
 
-from dragoman.service import dispatch, jobs, migrate
+from dragoman.errors import ConfigError
+from dragoman.service import dispatch, jobs, migrate, worker
 from dragoman.service.db import Database, idempotency, now_ms
 from dragoman.testing.postgres import PostgresServer
 
@@ -277,3 +278,60 @@ def test_the_periodic_purge_runs(db: Database, start_worker: StartWorker) -> Non
 
     start_worker("--queues", "maintenance", "--purge-every", "1", "--maintenance-every", "1")
     wait_for(gone, 60, "the purge to delete the expired idempotency row")
+
+
+@pytest.mark.slow
+def test_procrastinate_abort_cancels_the_job_refunded(
+    db: Database, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    key = paying_key(db, credits=100)
+    trace = tmp_path / "marks.txt"
+    job = submit(
+        db, key, {"text": "a", "tgt": "spa_Latn", "chunks": 100, "chunk_s": 0.1, "marks": str(trace)}
+    )
+    start_worker("translate", slow=True)
+    wait_for(lambda: len(marks(trace)) >= 3, 60, "the job to be running")
+    (running,) = [r for r in procrastinate_rows(db, job.id) if r["status"] == "doing"]
+    with db.write() as conn:  # what `procrastinate jobs cancel --abort` / JobManager.cancel_job_by_id do
+        conn.execute(text("SELECT procrastinate_cancel_job_v1(:id, true, false)"), {"id": running["id"]})
+    wait_for(lambda: jobs.status_of(db, job.id) == jobs.CANCELED, 30, "the abort to cancel the job")
+    seen = len(marks(trace))
+    time.sleep(1.5)
+    assert len(marks(trace)) <= seen + 1 < 100  # stopped at its next chunk
+    assert entries(db, job.id) == {"reserve": 1, "refund": 1}
+    assert balance(db, key.account_id) == 100
+    wait_for(
+        lambda: [r["status"] for r in procrastinate_rows(db, job.id)] == ["aborted"],
+        30,
+        "Procrastinate's status",
+    )
+
+
+def test_the_worker_command_needs_procrastinate_dispatch_and_postgresql(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dragoman.cli.main import main
+
+    assert main(["hosted", "worker"]) == 2
+    assert "DRAGOMAN_DISPATCH=procrastinate" in capsys.readouterr().err
+    monkeypatch.setenv("DRAGOMAN_DISPATCH", "procrastinate")
+    assert main(["hosted", "worker", "--queues", "translate"]) == 2  # the default database is SQLite
+    assert "PostgreSQL" in capsys.readouterr().err
+    monkeypatch.setenv("DRAGOMAN_DB_URL", "postgresql+psycopg://u@127.0.0.1:1/x")
+    assert main(["hosted", "worker", "--queues", "translate,nope"]) == 2
+    assert "unknown queue(s) nope" in capsys.readouterr().err
+
+
+def test_queues_and_periods() -> None:
+    assert dispatch.parse_queues(None) == list(dispatch.QUEUES)
+    assert dispatch.parse_queues(" translate, webhooks,translate") == ["translate", "webhooks"]
+    assert [dispatch.queue_for(k) for k in ("translate", "tts", "subtitle", "dub")] == list(
+        dispatch.PRODUCT_QUEUES
+    )
+    with pytest.raises(ValueError):
+        dispatch.queue_for("webhooks")
+    assert worker.cron_every(1) == "* * * * * */1" and worker.cron_every(10) == "* * * * * */10"
+    assert worker.cron_every(300) == "*/5 * * * *" and worker.cron_every(3600) == "0 */1 * * *"
+    for bad in (0, 7, 90, 7200 * 5):
+        with pytest.raises(ConfigError):
+            worker.cron_every(bad)
