@@ -360,6 +360,35 @@ class RateLimited(DragomanError):
         }
 
 
+class RateLimiterUnavailable(DragomanError):
+    """The shared store of the per-minute limiter (Redis, issue 13) cannot be reached: the request is refused
+    (503 with ``Retry-After``) rather than served unmetered (fail closed)."""
+
+    status = 503
+    code = "rate_limiter_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "retry_after": self.retry_after}
+
+
+class StorageUnavailable(DragomanError):
+    """The hosted service's file store (S3, issue 13) cannot be reached: 503 with ``Retry-After``."""
+
+    status = 503
+    code = "storage_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "retry_after": self.retry_after}
+
+
 class QuotaExceeded(DragomanError):
     """The key's daily character quota of hosted v2 would be passed (spec 7.2: 429, the error text exactly
     'daily character quota exceeded', with ``remaining`` and ``limit``); it resets at 00:00 UTC."""

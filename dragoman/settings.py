@@ -272,6 +272,11 @@ class HostedSettings:
     )
     ratelimit_uri: str = field(default="memory://", metadata=env("DRAGOMAN_RATELIMIT_URI", as_str))
     store_url: str | None = field(default=None, metadata=env("DRAGOMAN_STORE_URL", as_str))
+    #: An ``s3://bucket/prefix`` store's endpoint (an S3-compatible service: ``http://`` allowed) and region;
+    #: None: obstore's defaults and the standard AWS_* variables (AWS_ENDPOINT, AWS_REGION, and the
+    #: credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, which are never settings).
+    s3_endpoint: str | None = field(default=None, metadata=env("DRAGOMAN_S3_ENDPOINT", as_str))
+    s3_region: str | None = field(default=None, metadata=env("DRAGOMAN_S3_REGION", as_str))
     hosted_host: str = field(default="127.0.0.1", metadata=env("DRAGOMAN_HOSTED_HOST", as_str))
     hosted_port: int = field(default=8788, metadata=env("DRAGOMAN_HOSTED_PORT", as_int(0, 65535)))
     base_url: str | None = field(default=None, metadata=env("DRAGOMAN_BASE_URL", as_str))

@@ -68,6 +68,8 @@ CASTS: list[tuple[str, str, str, str, object]] = [
     ("DRAGOMAN_DISPATCH", "inprocess", "hosted", "dispatch", "inprocess"),
     ("DRAGOMAN_RATELIMIT_URI", "memory://", "hosted", "ratelimit_uri", "memory://"),
     ("DRAGOMAN_STORE_URL", "file:///srv/files", "hosted", "store_url", "file:///srv/files"),
+    ("DRAGOMAN_S3_ENDPOINT", "http://127.0.0.1:9000", "hosted", "s3_endpoint", "http://127.0.0.1:9000"),
+    ("DRAGOMAN_S3_REGION", "eu-west-1", "hosted", "s3_region", "eu-west-1"),
     ("DRAGOMAN_HOSTED_HOST", "0.0.0.0", "hosted", "hosted_host", "0.0.0.0"),
     ("DRAGOMAN_HOSTED_PORT", "9100", "hosted", "hosted_port", 9100),
     ("DRAGOMAN_BASE_URL", "https://api.example.com", "hosted", "base_url", "https://api.example.com"),
