@@ -335,3 +335,25 @@ def test_queues_and_periods() -> None:
     for bad in (0, 7, 90, 7200 * 5):
         with pytest.raises(ConfigError):
             worker.cron_every(bad)
+
+
+@pytest.mark.slow
+def test_a_stopping_worker_puts_its_job_back_and_another_finishes_it(
+    db: Database, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    key = paying_key(db, credits=100)
+    trace = tmp_path / "marks.txt"
+    job = submit(
+        db, key, {"text": "s", "tgt": "spa_Latn", "chunks": 150, "chunk_s": 0.1, "marks": str(trace)}
+    )
+    first = start_worker("translate", slow=True)  # shutdown_graceful_timeout 5 s
+    wait_for(lambda: len(marks(trace)) >= 3, 60, "the job to be running")
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(60) == 0
+    assert jobs.status_of(db, job.id) == jobs.QUEUED  # put back at once, not left to its lease
+    assert len([r for r in procrastinate_rows(db, job.id) if r["status"] == "todo"]) == 1  # deferred again
+    second = start_worker("translate", slow=True)
+    done = wait_for(lambda: (j := jobs.get(db, key.key_id, job.id)).terminal and j, 90, "the job to finish")
+    assert done.status == jobs.DONE and done.attempts == 1  # the interrupted run was not the job's fault
+    assert [n for pid, n in marks(trace) if pid == second.pid] == list(range(150))
+    assert entries(db, job.id) == {"reserve": 1, "charge": 1}
