@@ -357,3 +357,37 @@ def test_a_stopping_worker_puts_its_job_back_and_another_finishes_it(
     assert done.status == jobs.DONE and done.attempts == 1  # the interrupted run was not the job's fault
     assert [n for pid, n in marks(trace) if pid == second.pid] == list(range(150))
     assert entries(db, job.id) == {"reserve": 1, "charge": 1}
+
+
+def test_migrate_applies_procrastinate_schema_once_even_when_racing(
+    postgres_server: PostgresServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dragoman.cli.main import main
+
+    backend = DbBackend("postgresql", postgres_server)
+    try:
+        monkeypatch.setenv("DRAGOMAN_DB_URL", backend.url(tmp_path / "a", empty=True))
+        monkeypatch.setenv("DRAGOMAN_DISPATCH", "procrastinate")
+        assert main(["hosted", "migrate", "--json"]) == 0
+        first = json.loads(capsys.readouterr().out)
+        assert first["from"] is None and first["procrastinate_schema"] == "applied"
+        assert main(["hosted", "migrate"]) == 0
+        assert "Procrastinate's schema present" in capsys.readouterr().out
+
+        url = backend.url(tmp_path / "b")  # migrated, without Procrastinate's schema
+        dbs = [Database(url) for _ in range(4)]
+        try:
+            with ThreadPoolExecutor(4) as pool:
+                applied = list(pool.map(dispatch.apply_schema, dbs))
+            assert sorted(applied) == [False, False, False, True]
+            assert dispatch.schema_applied(dbs[0])
+        finally:
+            for d in dbs:
+                d.dispose()
+    finally:
+        backend.close()
