@@ -148,13 +148,17 @@ class Watched(Batcher):
 
     def __init__(self, limits: BatchLimits) -> None:
         super().__init__(limits)
-        self.skipped: list[int] = []  # per batch: waiting callers it left out (must stay 0)
+        self.skipped: list[int] = []  # per batch: waiting callers it left out
+        self.skips: dict[Any, int] = {}  # per caller: batches formed without it while it waited
 
     def _gather(self, lane: Any) -> list[Any]:
-        waiting = set(map(id, lane.queue))
+        waiting = set(lane.queue)  # the callers themselves (kept alive here: no id is reused)
         items = super()._gather(lane)
         if len(waiting) <= self.limits.max_segments:
-            self.skipped.append(len(waiting - {id(request) for request, _ in items}))
+            left_out = waiting - {request for request, _ in items}
+            self.skipped.append(len(left_out))
+            for request in left_out:
+                self.skips[request] = self.skips.get(request, 0) + 1
         return items
 
 
@@ -197,7 +201,10 @@ def test_single_text_callers_are_not_starved_by_a_big_one(parallel_calls: int) -
 
     for outcome in singles:
         assert outcome.answer is not None and outcome.answer.texts == (outcome.texts[0][::-1],)
-    # Every batch held a segment of every caller waiting when it formed (11 callers < 16 segments): a single
-    # text waits for at most the batches already formed, never for the big caller's 300 segments.
-    assert batcher.skipped and not any(batcher.skipped)
+    # With one call at a time, every batch held a segment of every caller waiting when it formed (11 callers
+    # < 16 segments). With two, the queue is shared out between the two leaders, so a caller may be left to
+    # the other one's batch, but the caller left out is at the head of the queue and goes in the next batch:
+    # left out at most once. A single text never waits for the big caller's 300 segments.
+    assert batcher.skipped
+    assert max(batcher.skips.values(), default=0) <= parallel_calls - 1, batcher.skips
     assert all(len(texts) <= limits.max_segments for texts in backend.calls)
