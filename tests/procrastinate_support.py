@@ -5,7 +5,7 @@ configured by the ``DRAGOMAN_*`` variables).
 The handler of ``translate`` jobs works in ``params["chunks"]`` chunks of ``params["chunk_s"]`` seconds,
 checks for cancellation between chunks (``JobContext.check``), reports progress, and appends one line per
 chunk to the file ``params["marks"]`` (``<pid> <chunk>``), so a test sees which process ran which chunks
-and when work stops.
+and when work stops. Its first ``params["fail_attempts"]`` attempts raise (an engine error: retried).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ def slow_handler(job: JobRecord, context: JobContext, storage: Storage) -> JobOu
     chunks = int(job.params.get("chunks", 10))
     pause = float(job.params.get("chunk_s", 0.2))
     marks = job.params.get("marks")
+    if job.attempts <= int(job.params.get("fail_attempts", 0)):
+        raise RuntimeError("a flaky engine")  # retried by the runner after its back-off
     for n in range(chunks):
         context.check()
         time.sleep(pause)

@@ -391,3 +391,31 @@ def test_migrate_applies_procrastinate_schema_once_even_when_racing(
                 d.dispose()
     finally:
         backend.close()
+
+
+def test_a_job_due_later_is_deferred_for_then(db: Database) -> None:
+    key = paying_key(db)
+    job = jobs.submit(db, key, kind="translate", params={"text": "x", "tgt": "spa_Latn"}, credits=1)
+    later = now_ms() + 60_000
+    with db.write() as conn:
+        conn.execute(text("UPDATE jobs SET run_after_ms = :t WHERE id = :id"), {"t": later, "id": job.id})
+    assert dispatch.defer_if_waiting(db, job.id) is True
+    assert dispatch.defer_if_waiting(db, job.id) is False
+    with db.read() as conn:
+        at = conn.execute(
+            text("SELECT extract(epoch FROM scheduled_at) FROM procrastinate_jobs WHERE queueing_lock = :id"),
+            {"id": job.id},
+        ).scalar_one()
+    assert abs(float(at) * 1000 - later) < 1000
+
+
+@pytest.mark.slow
+def test_an_engine_error_is_retried_through_procrastinate_after_its_back_off(
+    db: Database, start_worker: StartWorker, tmp_path: Path
+) -> None:
+    key = paying_key(db, credits=100)
+    job = submit(db, key, {"text": "r", "tgt": "spa_Latn", "chunks": 2, "chunk_s": 0.05, "fail_attempts": 1})
+    start_worker("translate", slow=True)
+    done = wait_for(lambda: (j := jobs.get(db, key.key_id, job.id)).terminal and j, 90, "the job to finish")
+    assert done.status == jobs.DONE and done.attempts == 2 and done.result == "slow:r"
+    assert entries(db, job.id) == {"reserve": 1, "charge": 1}
