@@ -685,7 +685,7 @@ async def usage_v1(request: Request) -> Response:
     state = request.app.state
     await anyio.to_thread.run_sync(state.tally.flush)  # this request and those before it are in the report
     report = await anyio.to_thread.run_sync(usage.usage_report, state.db, key)
-    window = state.limiter.peek(key.key_id)
+    window = await anyio.to_thread.run_sync(state.limiter.peek, key.key_id)  # Redis: I/O
     return model_response(
         UsageResponse(
             key_id=report.key_id,
@@ -884,7 +884,10 @@ Errors: every error is JSON `{"error": "<what to do>", "code": "<stable name>", 
 `rate_limited` (429) `retry_after`, `limit`, `remaining`, `resets_at` and a `Retry-After` header;
 `quota_exceeded` (429, v2; error 'daily character quota exceeded') `remaining`, `limit`, `resets_at`;
 `insufficient_credits` (402) `balance`, `required`; `monthly_cap_reached` (402) `cap`, `spent`, `resets_at`;
-`idempotency_in_progress` (409) `retry_after`; `job_finished` (409) `status`.
+`idempotency_in_progress` (409) `retry_after`; `job_finished` (409) `status`;
+`rate_limiter_unavailable` (503: the shared rate limiter's Redis cannot be reached; the request is refused,
+never served unmetered) and `storage_unavailable` (503: the file store cannot be reached) `retry_after` and a
+`Retry-After` header.
 
 Order of checks on v1 authenticated routes: 401 → 403 → 429 (60 requests a minute per key; job polls and
 export downloads count: prefer webhooks) → Idempotency-Key → 400/413/415 → 402 → work.
