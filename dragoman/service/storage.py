@@ -14,7 +14,9 @@ way and stops past a size bound with :class:`~dragoman.errors.FileTooLarge` (413
 staged part renamed at the end, a multipart upload completed at the end), so a stream cut short by the bound,
 by a client that went away or by a full disk leaves no object behind: on S3 obstore aborts the multipart
 upload (its parts are deleted; tests check no upload is left pending), and the local store also removes the
-folders the failed write created. Reads stream (:meth:`Storage.open_stream`). A store that cannot be reached
+folders the failed write created. (S3 may still keep a part whose upload was in flight when the abort was
+sent; give the bucket a lifecycle rule "abort incomplete multipart uploads after 1 day" so such parts never
+linger.) Reads stream (:meth:`Storage.open_stream`). A store that cannot be reached
 (S3 down, after obstore's few retries within :data:`S3_RETRY_SECONDS`) raises
 :class:`~dragoman.errors.StorageUnavailable` (503).
 """
