@@ -40,9 +40,12 @@ class S3Server:
         self.port = 0
 
     def start(self) -> S3Server:
+        """Starts the server; after a :meth:`stop`, on the same port (moto's buckets live in this process, so
+        they are all still there: an S3 outage and its end, for fault tests)."""
         if self._server is None:
             logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not a line per request
-            server = ThreadedMotoServer(ip_address=self.host, port=self._port, verbose=False)
+            port = self.port or self._port
+            server = ThreadedMotoServer(ip_address=self.host, port=port, verbose=False)
             server.start()
             self._server = server
             self.port = int(server.get_host_and_port()[1])
@@ -52,6 +55,9 @@ class S3Server:
         server, self._server = self._server, None
         if server is not None:
             server.stop()
+            wsgi = getattr(server, "_server", None)  # shutdown() leaves the socket listening: close it
+            if wsgi is not None:
+                wsgi.server_close()
 
     def __enter__(self) -> S3Server:
         return self.start()

@@ -166,3 +166,42 @@ def test_document_job_with_exports_on_s3(
     exports = [k for k in stored if k.startswith(f"svc/exports/{job_id}/")]
     assert len(exports) >= 2, stored  # the DOCX and PDF exports live in the bucket, under the prefix
     assert all(k.startswith("svc/") for k in stored), stored
+
+
+@needs_apertium
+@pytest.mark.slow
+def test_s3_down_is_503_and_nothing_is_charged(
+    start_hosted: StartHosted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dragoman.service.storage as storage_module
+
+    monkeypatch.setattr(storage_module, "S3_RETRY_SECONDS", 1)  # fail within a second, not obstore's 3 min
+    monkeypatch.setattr(storage_module, "S3_MAX_RETRIES", 1)
+    with S3Server() as s3:  # its own server: this test stops it
+        for name, value in s3.environ.items():
+            monkeypatch.setenv(name, value)
+        bucket = s3.create_bucket()
+        hosted = start_hosted(store_url=f"s3://{bucket}/svc", s3_endpoint=s3.endpoint, s3_region="us-east-1")
+        docx_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+        files = {"file": ("report.docx", _docx_bytes(), docx_type)}
+        with hosted.client() as client:
+            r = client.post("/api/v1/translate", files=files, data={"src": "en", "tgt": "es"})
+            assert r.status_code == 202, r.text
+            job_id = r.json()["job_id"]
+            deadline = time.monotonic() + 120
+            while (job := client.get(f"/api/v1/jobs/{job_id}").json())["status"] not in ("done", "failed"):
+                assert time.monotonic() < deadline, job
+                time.sleep(0.2)
+            assert job["status"] == "done", job
+            balance = accounts.get_account(hosted.db, hosted.account_id).balance
+            s3.stop()
+            r = client.post("/api/v1/translate", files=files, data={"src": "en", "tgt": "es"})
+            body = _error(r, 503, "storage_unavailable")
+            assert r.headers["retry-after"] == str(body["retry_after"])
+            _error(client.get(job["export_docx"]), 503, "storage_unavailable")
+            assert accounts.get_account(hosted.db, hosted.account_id).balance == balance  # nothing charged
+            s3.start()  # back on the same port, with its buckets
+            answer = client.get(job["export_docx"])
+            assert answer.status_code == 200 and answer.content[:2] == b"PK"
+            r = client.post("/api/v1/translate", files=files, data={"src": "en", "tgt": "es"})
+            assert r.status_code == 202, r.text
