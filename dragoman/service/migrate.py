@@ -1,7 +1,8 @@
 """Schema migrations (Alembic, programmatic: no ``alembic.ini``): ``dragoman hosted migrate`` runs
-:func:`upgrade`; ``dragoman hosted serve`` runs it at start. Alembic's own lock (its version table, written
-in the migration's transaction) keeps two processes from applying one revision twice on PostgreSQL; on
-SQLite the transaction is ``BEGIN IMMEDIATE``.
+:func:`upgrade`; ``dragoman hosted serve`` runs it at start. Two processes starting together (N API processes
+of a scaled deployment) must not apply one revision twice: on PostgreSQL the migration's transaction first
+takes an advisory lock (the second process waits, then finds the schema at head: DDL is transactional there);
+on SQLite the transaction is ``BEGIN IMMEDIATE``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from dragoman.service.db import Database
+from dragoman.service.db import Database, lock
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -41,6 +42,7 @@ def upgrade(db: Database, revision: str = "head") -> str:
     """Brings the schema up to ``revision``; returns the revision the database is at afterwards."""
     config = _config()
     with db.write() as connection:
+        lock(connection, "migrate", "dragoman")
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
     return current(db) or ""

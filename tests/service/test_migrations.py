@@ -4,6 +4,7 @@ a second upgrade changes nothing; on SQLite and on PostgreSQL (issue 13: the ``d
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -69,3 +70,33 @@ def test_the_revisions_form_one_linear_chain() -> None:
     assert revisions[-1].down_revision is None
     for newer, older in zip(revisions, revisions[1:], strict=False):
         assert newer.down_revision == older.revision
+
+
+def test_processes_migrating_together_apply_each_revision_once(db_backend: DbBackend, tmp_path: Path) -> None:
+    """N API processes start together, each migrating at start: every one ends at head, none fails."""
+    url = db_backend.url(tmp_path, empty=True)
+    databases = [Database(url) for _ in range(4)]  # one engine each: as separate processes
+    barrier = threading.Barrier(len(databases))
+    outcomes: list[object] = []
+
+    def start(db: Database) -> None:
+        barrier.wait(30)
+        try:
+            outcomes.append(migrate.upgrade(db))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=start, args=(db,)) for db in databases]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    try:
+        assert outcomes == [migrate.head()] * len(databases)
+        with databases[0].engine.connect() as conn:
+            assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [
+                migrate.head()
+            ]
+    finally:
+        for db in databases:
+            db.dispose()
