@@ -6,8 +6,8 @@
 
 Two services run as subprocesses over one temporary directory (no user data read or written):
 ``dragoman hosted serve --port 0`` (its URL read from its start-up line) and ``dragoman serve --port 0``
-(the daemon, ``--workers`` engine threads; the hosted service's engine pool has 2, its default, so the
-daemon gets 2 too unless told otherwise). This process is the client: N asyncio workers, each with one
+(the daemon); both get ``--workers`` engine threads (``DRAGOMAN_SERVE_WORKERS``: by default the daemon's,
+min(4, cores)). This process is the client: N asyncio workers, each with one
 keep-alive connection, send short single texts (64 distinct sentences, in turn) for a fixed time to
 
 * ``daemon``: ``POST /translate`` of the daemon (no token);
@@ -211,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seconds", type=float, default=None, help="seconds of one side's sample in a round (1; 0.3 quick)"
     )
-    parser.add_argument("--workers", type=int, default=2, help="the daemon's engine threads (default 2)")
+    parser.add_argument(
+        "--workers", type=int, default=None, help="engine threads of both services (default min(4, cores))"
+    )
     parser.add_argument(
         "--jobs", type=int, default=None, help="async jobs of ~2,000 characters a round (100; 16 quick)"
     )
@@ -254,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         env["DRAGOMAN_APERTIUM"] = "1"
     settings = Settings.from_env(env)
+    args.workers = args.workers or settings.daemon.workers
+    env["DRAGOMAN_SERVE_WORKERS"] = str(args.workers)  # the hosted service's engine pool, as the daemon's
     db = Database(settings.hosted.database_url)
     migrate.upgrade(db)
     account = accounts.create_account(db, name="benchmark", plan="pro", credits=PLENTY)
@@ -263,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"pack {args.pack} ({source}->{target}), {rounds} alternated rounds of {step:g} s per side and row, "
-        f"daemon workers {args.workers} (hosted engine pool 2), {os.cpu_count()} CPUs, texts of "
+        f"engine threads {args.workers} (daemon and hosted), {os.cpu_count()} CPUs, texts of "
         f"{min(map(len, TEXTS))}-{max(map(len, TEXTS))} characters; v1 through fresh keys ({KEY_USES} "
         f"requests each), v2 one key per client" + (f"; set: {', '.join(args.set)}" if args.set else "")
     )

@@ -58,7 +58,8 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
         dispatch.apply_schema(db)  # idempotent; the jobs are run by `dragoman hosted worker` processes
     sock = bind_socket(host, port)
     bound = int(sock.getsockname()[1])
-    app = create_app(settings, db=db, request_timeout=REQUEST_TIMEOUT)
+    # Engine threads as the local daemon's (DRAGOMAN_SERVE_WORKERS, default min(4, cores)), not the app's 2.
+    app = create_app(settings, db=db, request_timeout=REQUEST_TIMEOUT, max_workers=settings.daemon.workers)
     limits = ConnectionLimits(max_connections=MAX_CONNECTIONS, header_timeout=BODY_DEADLINE_SECONDS)
     server = uvicorn_server(app, REQUEST_TIMEOUT, limits)
 
