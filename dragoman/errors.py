@@ -475,6 +475,29 @@ class DatabaseUnavailable(DragomanError):
         return {**super().to_dict(), "retry_after": self.retry_after}
 
 
+# ----- speech and audio (issue 14) ------------------------------------------------------------------
+class AudioFormatError(DragomanError):
+    """Audio that cannot be read: not a WAV (or not an encoding we decode), a corrupt header, an absurd
+    sample rate or channel count."""
+
+    status = 415
+    code = "unsupported_audio"
+
+
+class SpeechEngineError(DragomanError):
+    """A speech engine failed: its program exited with an error or wrote no audio, its model would not run."""
+
+    status = 502
+    code = "speech_engine_error"
+
+
+class VoiceNotInstalled(DragomanError):
+    """A voice (or speech engine) that is not installed here; the message says what is and how to install."""
+
+    status = 404
+    code = "voice_not_installed"
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""

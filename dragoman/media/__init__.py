@@ -1,0 +1,1 @@
+"""Media: audio I/O (WAV, streaming RIFF), resampling, loudness; later ffmpeg and subtitles."""

@@ -1,0 +1,1 @@
+"""Speech synthesis: engines (``engines/``), voices, emotions, studio mode (issue 14)."""
