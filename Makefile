@@ -19,7 +19,7 @@ APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat aper
 # redis-server (issue 13): the shared store of the 60/min limiter across API processes; tests start their own
 # on a free loopback port without persistence (dragoman/testing/redis_server.py).
 
-.PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench clean
+.PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench up down clean
 
 setup: venv system-deps
 
@@ -79,6 +79,15 @@ bench: setup
 	$(BIN)/python benchmarks/daemon.py
 	$(BIN)/python benchmarks/hosted.py
 	$(BIN)/python benchmarks/formats.py
+
+# The scaled hosted service on this machine, for trying it (issue 13; README "Scaling out"): PostgreSQL, Redis
+# and moto's S3 server on loopback, `dragoman hosted migrate`, two API processes and two workers sharing them,
+# an account and a key printed. State and logs in build/cluster; `make down` stops all of it.
+up: venv
+	$(BIN)/python -m dragoman.testing.cluster up --dir build/cluster
+
+down:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python -m dragoman.testing.cluster down --dir build/cluster; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
