@@ -448,6 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dragoman.cli.hosted import register as register_hosted
 
     register_hosted(sub)
+    from dragoman.cli.speech import register as register_speech
+
+    register_speech(sub)
     return parser
 
 

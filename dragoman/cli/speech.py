@@ -1,0 +1,178 @@
+"""``dragoman speak`` and ``dragoman voices list`` (issue 14): speech synthesis from the command line.
+
+``dragoman speak TEXT --voice aria --lang en -o out.wav [--emotion warm] [--studio] [--speed 1.2]`` renders
+TEXT (or standard input, with ``-`` or no TEXT) to a WAV file (``-o -`` writes it to standard output); the
+emotion object refines a preset with ``--speed-ratio``, ``--pitch-st``, ``--energy`` and ``--pause-scale``.
+``dragoman voices list`` shows the ten voices, the 31 languages and the engine serving each; ``--json``
+answers the whole catalogue (the same as ``GET /api/v1/tts/voices``).
+
+:func:`register` adds both commands to the top-level parser; the speech modules are imported inside the
+commands so ``dragoman --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dragoman.errors import InvalidRequest
+from dragoman.limits import TTS_SPEED_MAX, TTS_SPEED_MIN
+
+if TYPE_CHECKING:
+    from dragoman.settings import Settings
+
+_SubParsers = argparse._SubParsersAction  # the type of add_subparsers()' answer
+
+VOICES = ("aria", "nova", "lyra", "iris", "maya", "marcus", "atlas", "felix", "orion", "kai")
+EMOTIONS = ("whisper", "shout", "sad", "urgent", "excited", "warm", "calm")
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a number, not {text!r}") from None
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="answer in JSON")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log more (to stderr)"
+    )
+
+
+def _write(path: str, data: bytes, *, overwrite: bool) -> Path | None:
+    """``data`` written to ``path`` whole (a temporary beside it, then renamed), or to stdout for ``-``."""
+    if path == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return None
+    target = Path(path).expanduser()
+    if target.exists() and not overwrite:
+        raise InvalidRequest(f"{target} exists; give --overwrite to replace it, or another -o")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
+def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.cli.main import _text_arg
+    from dragoman.media.audio import wav_bytes
+    from dragoman.speech.tts.synth import Synthesizer
+    from dragoman.speech.tts.types import Emotion, SynthesisOptions
+
+    text = _text_arg(args)
+    refinements = {
+        "speed_ratio": args.speed_ratio,
+        "pitch_delta_st": args.pitch_st,
+        "energy_ratio": args.energy,
+        "pause_scale": args.pause_scale,
+    }
+    given = {k: v for k, v in refinements.items() if v is not None}
+    options = SynthesisOptions(
+        voice=args.voice,
+        language=args.lang,
+        speed=args.speed,
+        emotion_preset=args.emotion,
+        emotion=Emotion(**given) if given else None,
+        studio=args.studio,
+    )
+    result = Synthesizer(settings).synthesize(text, options)
+    written = _write(args.output, wav_bytes(result.audio), overwrite=args.overwrite)
+    if args.json:
+        data = result.to_dict()
+        data["path"] = str(written) if written else None
+        print(
+            json.dumps(data, ensure_ascii=False, indent=2), file=sys.stderr if written is None else sys.stdout
+        )
+    elif written is not None:
+        print(
+            f"wrote {written} ({result.audio.duration:.2f}s, {result.audio.rate} Hz, {result.voice} in "
+            f"{result.language} by {result.engine}:{result.engine_voice}, {result.sentences} sentences, "
+            f"{result.seconds:.2f}s)"
+        )
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def _served(entry: object) -> str:
+    if not isinstance(entry, dict):
+        return "-"
+    mark = "*" if entry.get("shifted") else ""
+    return f"{entry['engine']}:{entry['engine_voice']}{mark}"
+
+
+def cmd_voices_list(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.speech.tts.synth import Synthesizer
+
+    catalogue = Synthesizer(settings).catalogue()
+    if args.json:
+        _print_json(catalogue)
+        return 0
+    voices: list[dict[str, Any]] = catalogue["voices"]  # type: ignore[assignment]
+    languages: list[dict[str, Any]] = catalogue["languages"]  # type: ignore[assignment]
+    print("voices:")
+    for voice in voices:
+        print(f"  {voice['name']:<7} {voice['gender']:<7} {voice['description']}")
+    first = {g: next(v for v in voices if v["gender"] == g) for g in ("female", "male")}
+    print(
+        "\nlanguages (engine:voice of a standard render, female / male; * = shifted from the other gender):"
+    )
+    for lang in languages:
+        code = lang["code"]
+        female = _served(first["female"]["languages"][code]["standard"])
+        male = _served(first["male"]["languages"][code]["standard"])
+        print(f"  {code}  {lang['name']:<17} {female:<28} {male}")
+    return 0
+
+
+def register(subparsers: _SubParsers[argparse.ArgumentParser]) -> None:
+    """Adds ``dragoman speak`` and ``dragoman voices list`` to the top-level subparsers."""
+    p = subparsers.add_parser("speak", help="speak text into a WAV file (argument or stdin)")
+    _common(p)
+    p.add_argument("text", nargs="?", help="the text; '-' or nothing reads stdin")
+    p.add_argument("--voice", default="aria", choices=VOICES, help="one of the ten voices (default aria)")
+    p.add_argument("--lang", required=True, help="two-letter language code (dragoman voices list)")
+    p.add_argument("-o", "--output", required=True, help="the WAV file to write ('-' for stdout)")
+    p.add_argument("--overwrite", action="store_true", help="replace the output file if it exists")
+    p.add_argument("--emotion", choices=EMOTIONS, help="an emotion preset")
+    p.add_argument(
+        "--studio", action="store_true", help="studio render: 48 kHz, -16 LUFS, pauses and breaths"
+    )
+    p.add_argument(
+        "--speed",
+        type=_number,
+        default=1.0,
+        help=f"speaking speed {TTS_SPEED_MIN}-{TTS_SPEED_MAX} (default 1.0)",
+    )
+    p.add_argument("--speed-ratio", type=_number, help="emotion: rate ratio 0.5-2.0 (refines --emotion)")
+    p.add_argument("--pitch-st", type=_number, help="emotion: pitch change in semitones, -12..12")
+    p.add_argument("--energy", type=_number, help="emotion: energy (amplitude) ratio 0.25-4.0")
+    p.add_argument("--pause-scale", type=_number, help="emotion: pause scale 0-3")
+    p.set_defaults(func=cmd_speak)
+
+    voices = subparsers.add_parser("voices", help="the speech voices")
+    voices.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log more (to stderr)"
+    )
+    vsub = voices.add_subparsers(dest="voices_command", required=True)
+    pl = vsub.add_parser("list", help="the ten voices, the 31 languages and the engine serving each")
+    _common(pl)
+    pl.set_defaults(func=cmd_voices_list)

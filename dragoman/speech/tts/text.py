@@ -1,0 +1,160 @@
+"""Text before it is spoken: the length limit, markup, sentences (issue 14).
+
+- **Limit**: at most :data:`~dragoman.limits.MAX_TTS_CHARS` (50,000) characters, counted before anything is
+  removed; longer is :class:`~dragoman.errors.LimitExceeded` (400).
+- **Markup**: SSML-like tags (``<speak>``, ``<break time="1s"/>``, ``<emphasis>…</emphasis>``, comments,
+  ``<![CDATA[``) are not interpreted and never spoken: a tag is removed and leaves a word boundary, the text
+  inside an element is kept, and the five XML entities (``&amp;`` …) and numeric references are decoded to
+  the characters they name. Engines get plain text (espeak-ng runs without ``-m``, so a ``<`` that is left,
+  as in ``3 < 4``, is read as the engine reads that character).
+- **Sentences**: the text is cut after ``. ! ? …`` and their CJK, Arabic, Devanagari and Greek forms, and at
+  blank lines; not after a known abbreviation (``Dr.``, ``e.g.``, ``z.B.`` …), a single initial (``J.``) or a
+  number's decimal point. A sentence longer than :data:`MAX_SENTENCE_CHARS` is cut again at the last comma,
+  semicolon or space before the bound, so one engine call stays short and streaming answers early.
+- **Numbers, dates, currencies**: read by the engines' own text normalisation, which every engine served here
+  has: espeak-ng (numbers, ordinals, currency symbols and dates in each of its languages), SVOX Pico (its six
+  languages), flite and festival (English), and Piper voices (their phonemes come from ``espeak-ng --ipa``, so
+  espeak-ng's normalisation). ``num2words`` (LGPL-2.1) is not used. Before that, :func:`normalise` only makes
+  forms the engines misread unambiguous: an ISO date ``2024-03-05`` becomes ``2024 03 05`` ordered as the
+  language writes dates (day month year in most; year month day in hu, lt, zh, ko, ja, sv), and a thousands
+  separator between digit groups (``12,500``/``12.500``/``12 500``, by the language's convention) is removed
+  so the engine reads one number.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Final
+
+from dragoman.errors import InvalidRequest, LimitExceeded
+from dragoman.limits import MAX_TTS_CHARS
+
+#: Longest piece handed to an engine in one call, in characters.
+MAX_SENTENCE_CHARS: Final = 400
+
+_TAG = re.compile(
+    r"<!--.*?-->"  # comments
+    r"|<!\[CDATA\[|\]\]>"  # CDATA brackets (the text inside is kept)
+    r"|<\?.*?\?>"  # processing instructions
+    r"|<!(?:DOCTYPE|ENTITY)[^>]*>"
+    r"|</?[A-Za-z_][\w.:-]*(?:\s+[^<>]*?)?/?>",  # start, end and empty tags with attributes
+    re.DOTALL | re.IGNORECASE,
+)
+_SPACES = re.compile(r"[ \t\u00a0\u2000-\u200b\u3000]+")
+
+_ABBREVIATIONS: Final = frozenset(
+    """mr mrs ms dr prof st jr sr vs etc e.g i.e cf fig no nr vol p pp approx ca dept est inc ltd co corp
+    jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun
+    z.b d.h u.a usw bzw ggf evtl hr fr str sra sr srta dra ud uds av pág núm mme mlle cie art ing sig dott
+    sig.ra avv p.ex n.º nº tel ok""".split()
+)
+_SENTENCE_END = re.compile(
+    r"([.!?…؟।॥\u037e]+[\"'”’»)\]]*)(?:\s+|$)"  # an ender then a space or the end
+    r"|([。！？]+[」』”）)]*)\s*"  # CJK enders need no space after them
+    r"|\n\s*\n+"  # a blank line
+)
+
+#: Languages that write a date year month day (others: day month year).
+_YMD: Final = frozenset({"hu", "lt", "zh", "ko", "ja", "sv", "lv"})
+#: Languages whose thousands separator is '.', (',' elsewhere, and a space or no-break space in many).
+_DOT_THOUSANDS: Final = frozenset(
+    {"de", "es", "it", "nl", "pt", "da", "nb", "tr", "el", "id", "ro", "hr", "sl", "sr", "vi", "ca", "is"}
+)
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+
+
+def check_length(text: str) -> None:
+    """The 50,000-character bound (before markup is removed: what the caller sent is what counts)."""
+    if not isinstance(text, str):
+        raise InvalidRequest("text must be a string")
+    if len(text) > MAX_TTS_CHARS:
+        raise LimitExceeded(
+            f"the text has {len(text):,} characters; one render takes at most {MAX_TTS_CHARS:,}: split it"
+        )
+
+
+def strip_markup(text: str) -> str:
+    """Tags removed (each leaves a space), entities decoded; what a listener should hear of ``text``."""
+    without = _TAG.sub(" ", text)
+    # Entities after the tags: '&lt;speak&gt;' is text that shows a tag, and stays text; a tag it spells out
+    # is still removed, so nothing that looks like markup is ever spoken as one.
+    decoded = html.unescape(without)
+    return _TAG.sub(" ", decoded)
+
+
+def normalise(text: str, language: str) -> str:
+    """The forms engines misread made plain (module docstring); numbers themselves are left to the engine."""
+
+    def date(match: re.Match[str]) -> str:
+        year, month, day = match.groups()
+        if not (1 <= int(month) <= 12 and 1 <= int(day) <= 31):
+            return match.group(0)
+        return f"{year} {month} {day}" if language in _YMD else f"{day} {month} {year}"
+
+    text = _ISO_DATE.sub(date, text)
+    sep = r"\." if language in _DOT_THOUSANDS else ","
+    grouped = re.compile(rf"\b(\d{{1,3}})((?:{sep}\d{{3}})+)(?![\d])")
+    text = grouped.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), text)
+    text = re.sub(r"\b(\d{1,3})((?:[ \u00a0\u202f]\d{3})+)\b", lambda m: re.sub(r"\D", "", m.group(0)), text)
+    return text
+
+
+def _is_abbreviation(before: str) -> bool:
+    word = before.rsplit(None, 1)[-1] if before.strip() else ""
+    word = word.rstrip(".").lstrip("([\"'«“").lower()
+    if not word:
+        return False
+    if len(word) == 1 and word.isalpha():  # an initial: 'J. Smith'
+        return True
+    return word in _ABBREVIATIONS
+
+
+def _cut_long(sentence: str) -> list[str]:
+    pieces: list[str] = []
+    rest = sentence
+    while len(rest) > MAX_SENTENCE_CHARS:
+        window = rest[:MAX_SENTENCE_CHARS]
+        cut = max(window.rfind(","), window.rfind(";"), window.rfind("、"), window.rfind("，"))
+        if cut < MAX_SENTENCE_CHARS // 3:
+            cut = window.rfind(" ")
+        if cut < MAX_SENTENCE_CHARS // 3:
+            cut = MAX_SENTENCE_CHARS - 1
+        pieces.append(rest[: cut + 1].strip())
+        rest = rest[cut + 1 :]
+    if rest.strip():
+        pieces.append(rest.strip())
+    return [p for p in pieces if p]
+
+
+def split_sentences(text: str) -> list[str]:
+    """``text`` (markup already removed) cut into sentences, each at most :data:`MAX_SENTENCE_CHARS` long."""
+    sentences: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        ender = match.group(1) or match.group(2)
+        end = match.start() + len(ender) if ender else match.start()
+        candidate = text[start:end]
+        if match.group(1) == ".":
+            if _is_abbreviation(candidate[:-1]):
+                continue
+        if candidate.strip():
+            sentences.append(candidate)
+        start = match.end()
+    if text[start:].strip():
+        sentences.append(text[start:])
+    out: list[str] = []
+    for sentence in sentences:
+        flat = _SPACES.sub(" ", sentence.replace("\n", " ")).strip()
+        if any(ch.isalnum() for ch in flat):  # a run of punctuation alone says nothing
+            out.extend(_cut_long(flat))
+    return out
+
+
+def prepare(text: str, language: str) -> list[str]:
+    """The sentences to speak: limit checked, markup removed, forms normalised, text cut; at least one."""
+    check_length(text)
+    sentences = split_sentences(normalise(strip_markup(text), language))
+    if not sentences:
+        raise InvalidRequest("the text has nothing to say (no letters or digits outside markup)")
+    return sentences
