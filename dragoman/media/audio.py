@@ -392,3 +392,53 @@ def rms_db(audio: Audio) -> float:
 def to_wav_stream(audio: Audio) -> io.BytesIO:
     """A complete WAV in a file-like object (for front doors that stream a body)."""
     return io.BytesIO(wav_bytes(audio))
+
+
+# ----- time stretch and pitch shift ---------------------------------------------------------------------
+def time_stretch(audio: Audio, factor: float) -> Audio:
+    """``audio`` lasting ``factor`` times as long at the same pitch (WSOLA: Hann frames of 30 ms overlapped by
+    half, each taken within ±10 ms of its nominal place where it best continues the previous one)."""
+    if not 0.1 <= factor <= 10.0:
+        raise InvalidRequest(f"time stretch factor {factor} is outside 0.1..10")
+    x = audio.samples.astype(np.float64)
+    if abs(factor - 1.0) < 1e-3 or len(x) == 0:
+        return audio
+    frame = max(16, round(0.03 * audio.rate)) & ~1
+    hop = frame // 2
+    tol = round(0.01 * audio.rate)
+    n_frames = int(math.ceil(len(x) * factor / hop)) + 1
+    padded = np.concatenate([np.zeros(tol), x, np.zeros(frame + 2 * tol + hop)])
+    window = np.hanning(frame + 1)[:frame]  # periodic Hann: halves overlapped sum to one
+    out = np.zeros(n_frames * hop + frame)
+    prev = 0  # where the previous frame was taken (in x)
+    for k in range(n_frames):
+        nominal = round(k * hop / factor)
+        if k == 0:
+            start = 0
+        else:
+            template = padded[tol + prev + hop : tol + prev + hop + frame]  # the natural continuation
+            lo = max(0, nominal - tol)
+            hi = min(len(x), nominal + tol)
+            if hi <= lo or np.dot(template, template) < 1e-12:
+                start = min(max(nominal, 0), len(x))
+            else:
+                region = padded[tol + lo : tol + hi + frame]
+                scores = np.correlate(region, template, mode="valid")
+                start = lo + int(np.argmax(scores))
+        out[k * hop : k * hop + frame] += padded[tol + start : tol + start + frame] * window
+        prev = start
+    length = round(len(x) * factor)
+    return Audio(out[:length].astype(np.float32), audio.rate)
+
+
+def pitch_shift(audio: Audio, semitones: float) -> Audio:
+    """``audio`` ``semitones`` higher (lower when negative) at the same length: stretched in time by the
+    pitch ratio, then resampled back to its length (formants move with the pitch, as a tape would)."""
+    if abs(semitones) < 1e-3 or len(audio.samples) == 0:
+        return audio
+    ratio = 2 ** (semitones / 12)
+    stretched = time_stretch(audio, ratio)
+    # play the stretched audio ratio times faster: resample from rate*ratio to rate
+    fake_rate = max(MIN_RATE, min(MAX_RATE, round(audio.rate * ratio / 10) * 10))
+    shifted = resample(Audio(stretched.samples, fake_rate), audio.rate)
+    return shifted

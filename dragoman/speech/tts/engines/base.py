@@ -69,6 +69,10 @@ class Prosody:
         return float(2 ** (self.pitch_st / 12))
 
 
+#: The voice as it is: no change of rate, pitch or volume.
+NEUTRAL = Prosody()
+
+
 @dataclass(frozen=True)
 class EngineVoice:
     """One voice of one engine: ``id`` is the engine's own name for it (what ``synthesize`` takes),
@@ -111,7 +115,7 @@ class TtsEngine(Protocol):
 
     def voices(self) -> list[EngineVoice]: ...
 
-    def synthesize(self, text: str, voice_id: str, prosody: Prosody = Prosody()) -> EngineOutput: ...
+    def synthesize(self, text: str, voice_id: str, prosody: Prosody = NEUTRAL) -> EngineOutput: ...
 
 
 # ----- text and programs --------------------------------------------------------------------------------
