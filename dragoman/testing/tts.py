@@ -2,8 +2,8 @@
 
 ``input [1,T] int64``, ``input_lengths [1] int64``, ``scales [3] float32`` → ``output [1,1,1,N] float32``,
 a 220 Hz tone (amplitude 0.3) of ``N = floor(T × 256 × length_scale)`` samples at 22,050 Hz, so the real
-loading, phonemizing and running code of :mod:`dragoman.speech.tts.engines.piper` is exercised and length follows
-``length_scale`` as a Piper voice's does. Built with ``onnx.helper`` (the ``onnx`` package: a dev dependency).
+loading, phonemizing and running code of :mod:`dragoman.speech.tts.engines.piper` is exercised and length
+follows ``length_scale`` as a Piper voice's does. Built with ``onnx.helper`` (``onnx``: a dev dependency).
 """
 
 from __future__ import annotations
