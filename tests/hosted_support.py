@@ -61,7 +61,7 @@ def start_service(
     settings = isolated_settings(root, apertium=True).replace(
         data_dir=data_dir, webhooks_allow_private=True, **values
     )
-    db = Database(settings.hosted.database_url)
+    db = Database.from_settings(settings.hosted)
     migrate.upgrade(db)
     app = create_app(settings, engine, db=db, rate_per_minute=rate, request_timeout=60, start_workers=workers)
     daemon = BackgroundDaemon(app).__enter__()

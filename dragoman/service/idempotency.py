@@ -101,8 +101,11 @@ def begin(
                 ),
             )
         )
+        # RETURNING says whether the row went in: an INSERT's rowcount is not reliable (SQLAlchemy reports
+        # -1 for a Core INSERT on psycopg 3).
         inserted = conn.execute(
-            insert_ignore(conn, idempotency).values(
+            insert_ignore(conn, idempotency)
+            .values(
                 key_id=key_id,
                 idem_key=idem_key,
                 fingerprint=print_,
@@ -110,8 +113,9 @@ def begin(
                 created_ms=now,
                 expires_ms=now + IDEMPOTENCY_SECONDS * 1000,
             )
-        )
-        if inserted.rowcount == 1:
+            .returning(idempotency.c.key_id)
+        ).first()
+        if inserted is not None:
             return None
         row = conn.execute(select(idempotency).where(where)).one()
     if row.fingerprint != print_:

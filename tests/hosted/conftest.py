@@ -1,7 +1,8 @@
 """Fixtures of the hosted service's tests: the real app under uvicorn on a free loopback port, over a
-temporary SQLite file, with the job runner and webhook dispatcher running, a real engine (provenance
-'server': Apertium eng<->spa and a tiny CTranslate2 pack en->de), and accounts and keys made through
-:mod:`dragoman.service.accounts`."""
+temporary SQLite file and over a fresh PostgreSQL database (issue 13: ``start_hosted`` takes the
+parametrised ``db_backend`` fixture, so each test using it runs on both), with the job runner and webhook
+dispatcher running, a real engine (provenance 'server': Apertium eng<->spa and a tiny CTranslate2 pack
+en->de), and accounts and keys made through :mod:`dragoman.service.accounts`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from db_support import DbBackend
 from hosted_support import Hosted, StartHosted, make_engine, start_service
 
 from dragoman.translation.engine import Engine
@@ -24,14 +26,20 @@ def hosted_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[En
 
 
 @pytest.fixture
-def start_hosted(hosted_engine: tuple[Engine, Path], tmp_path: Path) -> Iterator[StartHosted]:
+def start_hosted(
+    hosted_engine: tuple[Engine, Path], tmp_path: Path, db_backend: DbBackend
+) -> Iterator[StartHosted]:
     """Starts a hosted service (``data_dir`` a fresh folder unless given: pass the same to restart on the
-    same database); every service started is stopped at the test's end."""
+    same database; on PostgreSQL each folder has its own database) on the backend of ``db_backend`` (unless
+    ``db_url`` is given); every service started is stopped at the test's end."""
     engine, root = hosted_engine
     running: list[Hosted] = []
 
     def start(data_dir: Path | None = None, **options: Any) -> Hosted:
-        service = start_service(engine, root, data_dir or tmp_path / "hosted", **options)
+        data = data_dir or tmp_path / "hosted"
+        if db_backend.is_postgres and options.get("db_url") is None:
+            options["db_url"] = db_backend.url(data)
+        service = start_service(engine, root, data, **options)
         running.append(service)
         return service
 

@@ -200,10 +200,10 @@ def test_hosted_serve_command(tmp_path: Path, hosted_engine: Any) -> None:
 
 # ----- the stores themselves ------------------------------------------------------------------------------
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
+def db(db_url: str) -> Iterator[Database]:
     from dragoman.service import migrate
 
-    database = Database(f"sqlite:///{tmp_path / 'idem.sqlite3'}")
+    database = Database(db_url)
     migrate.upgrade(database)
     yield database
     database.dispose()
