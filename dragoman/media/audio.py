@@ -440,5 +440,7 @@ def pitch_shift(audio: Audio, semitones: float) -> Audio:
     stretched = time_stretch(audio, ratio)
     # play the stretched audio ratio times faster: resample from rate*ratio to rate
     fake_rate = max(MIN_RATE, min(MAX_RATE, round(audio.rate * ratio / 10) * 10))
-    shifted = resample(Audio(stretched.samples, fake_rate), audio.rate)
-    return shifted
+    shifted = resample(Audio(stretched.samples, fake_rate), audio.rate).samples
+    n = len(audio.samples)  # the rate's rounding to 10 Hz leaves a few samples over or short
+    fitted = shifted[:n] if len(shifted) >= n else np.concatenate([shifted, np.zeros(n - len(shifted))])
+    return Audio(fitted.astype(np.float32), audio.rate)
