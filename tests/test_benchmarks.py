@@ -22,7 +22,7 @@ import pytest
 from support import needs_apertium
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "hosted.py", "mcp.py")
+SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "hosted.py", "mcp.py", "scale.py")
 
 
 def _load(name: str) -> ModuleType:
@@ -331,6 +331,28 @@ def test_hosted_quick_run() -> None:
     assert "jobs not done" not in out
     assert "target (hosted v2" not in out  # no row of 8 clients asked for
     assert "the 60/min limit never met" in out
+
+
+@pytest.mark.slow
+@needs_apertium
+def test_scale_quick_run() -> None:
+    from dragoman.testing.postgres import unavailable_reason as pg_missing
+    from dragoman.testing.redis_server import unavailable_reason as redis_missing
+
+    reason = pg_missing() or redis_missing()
+    if reason:
+        pytest.skip(f"benchmarks/scale.py needs PostgreSQL and Redis: {reason}")
+    done = _run_script(
+        "scale.py", "--quick", "--jobs", "4", "--clients", "2", "--seconds", "0.5", timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    assert re.search(r"^\d+ CPU cores", out, re.M), out
+    for side in ("embedded", "1 worker", "2 workers", "4 workers"):
+        assert re.search(rf"^\s*{side} \| +[\d.]+ \(", out, re.M), out
+    assert re.search(r"^\s*2 workers \|.*\| +[\d.]+x \(rounds", out, re.M), out
+    for side in ("embedded", "1 API", "2 APIs"):
+        assert re.search(rf"^\s*{side} \| +[\d.]+ \([^)]*\) +[\d.]+ +[\d.]+ +0 \|", out, re.M), out
 
 
 @pytest.mark.slow
