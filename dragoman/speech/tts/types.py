@@ -145,7 +145,7 @@ EMOTION_PRESETS: Final[dict[str, EmotionStyle]] = {
     "urgent": EmotionStyle(Emotion(1.3, 1.5, 1.3, 0.45), "neutral"),
     "excited": EmotionStyle(Emotion(1.15, 3.0, 1.4, 0.75), "bright"),
     "warm": EmotionStyle(Emotion(0.93, -1.0, 1.0, 1.15), "dark"),
-    "calm": EmotionStyle(Emotion(0.85, -1.5, 0.85, 1.45), "neutral"),
+    "calm": EmotionStyle(Emotion(0.85, -1.5, 0.8, 1.45), "neutral"),
 }
 
 

@@ -3,9 +3,9 @@
 **Voices.** Ten personas, five female (``aria nova lyra iris maya``) and five male (``marcus atlas felix orion
 kai``). Each is a pitch offset (semitones from the engine voice's own pitch), a pace (rate multiplier) and
 a timbre (a formant scale), the same in every language. Siblings of one gender are spread so any two differ by
-at least 1.2 semitones of pitch *and* 5 % of pace (the tests measure both), and, where a language has several
-engine voices of the persona's gender at the top quality, siblings are spread over them too (different
-speakers: flite's rms and awb, espeak-ng's variants).
+at least 1.2 semitones of pitch *and* 5 % of pace (the tests measure both). Siblings share the language's
+best engine voice of their gender, so these offsets are what sets them apart, measurably (engine voices
+differ in their own pitch: spreading siblings over several would make the ladders collide).
 
 The timbre is a formant scale made without any engine support: the engine renders at
 ``pitch − 12·log2(scale)`` semitones and ``rate / scale``, and the result is resampled by ``scale`` (played
@@ -79,6 +79,8 @@ CROSS_GENDER: Final[dict[PersonaGender, tuple[float, float]]] = {"female": (5.0,
 #: Engines slower than a tenth of real time: a standard render uses them only when nothing else of the
 #: persona's gender speaks the language; a studio render uses the best voice whatever its speed.
 SLOW_ENGINES: Final = frozenset({"piper"})
+#: Among voices of equal quality, which of an engine's come first (flite's rms is clearer than kal16).
+_TIE_BREAK: Final[dict[str, tuple[str, ...]]] = {"flite": ("rms", "slt", "awb", "kal16")}
 
 
 @dataclass(frozen=True)
@@ -180,8 +182,14 @@ def _voices_of(engines: Sequence[TtsEngine], code: str) -> list[tuple[TtsEngine,
     return [(engine, voice) for engine in engines for voice in engine.voices() if voice.language == code]
 
 
+def _rank(voice: EngineVoice) -> tuple[int, int, str, str]:
+    order = _TIE_BREAK.get(voice.engine, ())
+    tie = order.index(voice.id) if voice.id in order else len(order)
+    return (-voice.quality, tie, voice.engine, voice.id)
+
+
 def _pick(
-    candidates: list[tuple[TtsEngine, EngineVoice]], index: int, tag: str, studio: bool
+    candidates: list[tuple[TtsEngine, EngineVoice]], tag: str, studio: bool
 ) -> tuple[TtsEngine, EngineVoice] | None:
     if not studio:
         fast = [c for c in candidates if c[1].engine not in SLOW_ENGINES]
@@ -193,9 +201,7 @@ def _pick(
     wanted = {tag} if "-" in tag else {tag, f"{tag}-{tag}", _MAIN_LOCALE.get(tag, tag)}
     regional = [c for c in candidates if c[1].locale.lower().replace("_", "-") in wanted]
     candidates = regional or candidates
-    best = max(c[1].quality for c in candidates)
-    top = sorted((c for c in candidates if c[1].quality == best), key=lambda c: (c[1].engine, c[1].id))
-    return top[index % len(top)]
+    return min(candidates, key=lambda c: _rank(c[1]))
 
 
 def resolve_voice(
@@ -205,14 +211,12 @@ def resolve_voice(
     who = persona(name)
     code, tag = language_code(language)
     candidates = _voices_of(engines, code)
-    siblings = [p.name for p in PERSONAS.values() if p.gender == who.gender]
-    index = siblings.index(who.name)
     same = [c for c in candidates if c[1].gender == who.gender]
-    chosen = _pick(same, index, tag, studio)
+    chosen = _pick(same, tag, studio)
     shifted = False
     pitch, formant = who.pitch_st, who.formant
     if chosen is None:
-        chosen = _pick(candidates, index, tag, studio)
+        chosen = _pick(candidates, tag, studio)
         if chosen is None:
             raise VoiceNotInstalled(
                 f"no speech engine for {LANGUAGES[code].name} ({code}) is installed; install espeak-ng "
