@@ -35,7 +35,11 @@ LONG = "The cat sleeps on the warm mat. " * 20
 def wait_done(client: httpx.Client, job_id: str, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
-        body: dict[str, Any] = client.get(f"/api/v1/jobs/{job_id}").json()
+        response = client.get(f"/api/v1/jobs/{job_id}")
+        if response.status_code == 429 and time.monotonic() < deadline:  # polls count toward 60/min
+            time.sleep(float(response.headers["Retry-After"]))
+            continue
+        body: dict[str, Any] = response.json()
         if body["status"] in ("done", "failed", "canceled") or time.monotonic() > deadline:
             return body
         time.sleep(0.1)
