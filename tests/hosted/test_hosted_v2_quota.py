@@ -77,9 +77,11 @@ class Service:
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
-    settings = isolated_settings(tmp_path, apertium=False).replace(data_dir=tmp_path / "hosted")
-    db = Database(settings.hosted.database_url)
+def service(tmp_path: Path, db_url: str) -> Iterator[Service]:
+    settings = isolated_settings(tmp_path, apertium=False).replace(
+        data_dir=tmp_path / "hosted", db_url=db_url
+    )
+    db = Database.from_settings(settings.hosted)
     migrate.upgrade(db)
     app: Any = create_app(settings, ScriptedEngine(), db=db, start_workers=False)  # type: ignore[arg-type]
     with BackgroundDaemon(app) as daemon:
