@@ -19,12 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+from db_support import DbBackend
 from hosted_support import Hosted, StartHosted
 from support import needs_apertium
 
 from dragoman import webhooks as public_webhooks
 from dragoman.errors import IdempotencyConflict, IdempotencyMismatch
-from dragoman.service import accounts, idempotency
+from dragoman.service import accounts, idempotency, migrate
 from dragoman.service.db import Database
 from dragoman.service.ratelimit import RateLimiter
 
@@ -167,8 +168,9 @@ def test_v2_idempotency_key_replays(client: httpx.Client) -> None:
 
 
 @pytest.mark.slow
-def test_hosted_serve_command(tmp_path: Path, hosted_engine: Any) -> None:
+def test_hosted_serve_command(tmp_path: Path, hosted_engine: Any, db_backend: DbBackend) -> None:
     _engine, root = hosted_engine
+    url = db_backend.url(tmp_path / "data", empty=True)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -179,6 +181,8 @@ def test_hosted_serve_command(tmp_path: Path, hosted_engine: Any) -> None:
         DRAGOMAN_STATE_DIR=str(tmp_path / "state"),
         DRAGOMAN_GLOSSARY=str(tmp_path / "g.json"),
     )
+    if db_backend.is_postgres:
+        env["DRAGOMAN_DB_URL"] = url
     command = [sys.executable, "-m", "dragoman.cli", "hosted", "serve", "--port", str(port)]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
@@ -194,7 +198,13 @@ def test_hosted_serve_command(tmp_path: Path, hosted_engine: Any) -> None:
                 time.sleep(0.2)
         assert r.status_code == 200 and r.json()["credits"] == 2
         assert httpx.get(f"http://127.0.0.1:{port}/api/v1/usage").status_code == 401
-        assert (tmp_path / "data" / "hosted.sqlite3").is_file()  # migrated at start
+        if not db_backend.is_postgres:
+            assert (tmp_path / "data" / "hosted.sqlite3").is_file()
+        db = Database(url)
+        try:
+            assert migrate.current(db) == migrate.head()  # migrated at start
+        finally:
+            db.dispose()
     finally:
         process.terminate()
         _, err = process.communicate(timeout=60)
@@ -205,8 +215,6 @@ def test_hosted_serve_command(tmp_path: Path, hosted_engine: Any) -> None:
 # ----- the stores themselves ------------------------------------------------------------------------------
 @pytest.fixture
 def db(db_url: str) -> Iterator[Database]:
-    from dragoman.service import migrate
-
     database = Database(db_url)
     migrate.upgrade(database)
     yield database
