@@ -62,7 +62,7 @@ def open_database(settings: Settings) -> Database:
     from dragoman.service import migrate
     from dragoman.service.db import Database
 
-    db = Database(settings.hosted.database_url)
+    db = Database.from_settings(settings.hosted)
     migrate.upgrade(db)
     return db
 
@@ -72,7 +72,7 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     from dragoman.service import migrate
     from dragoman.service.db import Database
 
-    db = Database(settings.hosted.database_url)
+    db = Database.from_settings(settings.hosted)
     procrastinate: bool | None = None  # applied now / already there; None: dispatch is in-process
     try:
         before = migrate.current(db)

@@ -120,7 +120,7 @@ class HostedWorker:
         self.settings = settings
         self.queues = list(queues) if queues is not None else list(dispatch.QUEUES)
         self.conninfo = dispatch.conninfo(hosted.database_url)
-        self.db = db or Database(hosted.database_url)
+        self.db = db or Database.from_settings(hosted)
         self.storage = storage or Storage.from_settings(hosted)
         self.owns_engine = False
         self._engine: Any = None

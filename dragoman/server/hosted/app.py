@@ -1136,7 +1136,7 @@ def create_app(
 
         engine = Engine(settings, provenance="server")
     hosted = settings.hosted
-    db = db or Database(hosted.database_url)
+    db = db or Database.from_settings(hosted)
     storage = storage or Storage.from_settings(hosted)
     handler = make_translate_handler(engine)
     app = Starlette(

@@ -52,7 +52,7 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     host = host or hosted.hosted_host
     port = hosted.hosted_port if port is None else port
     handler = _log_to_stderr()
-    db = Database(hosted.database_url)
+    db = Database.from_settings(hosted)
     revision = migrate.upgrade(db)
     if hosted.dispatch == dispatch.PROCRASTINATE:
         dispatch.apply_schema(db)  # idempotent; the jobs are run by `dragoman hosted worker` processes
