@@ -3,7 +3,8 @@
 ``espeak-ng --stdin --stdout -v VOICE -s WPM -p PITCH -a AMP``: the text goes on stdin, never on the command
 line; the voice is one of those ``espeak-ng --voices`` listed (checked before it is passed). Prosody: rate ×
 175 words a minute (80-450), pitch 50 ± 6.5 units a semitone (measured: 20 → 79 Hz, 50 → 100 Hz, 80 → 135 Hz
-for en-us; units 0-99, beyond that the rest is shifted after synthesis), amplitude 100 × volume (0-200).
+for en-us; units 0-99, beyond that the rest is shifted after synthesis), amplitude 100 × volume (0-200);
+a rate beyond 80-450 words a minute is reached by time-stretching the rest.
 
 Word timings: the espeak-ng program prints no word events (they are in libespeak-ng's API, GPL code we keep
 out of our process), so ``words`` is None; the voices layer aligns against the known text.
@@ -18,7 +19,7 @@ import threading
 import numpy as np
 
 from dragoman.errors import VoiceNotInstalled
-from dragoman.media.audio import Audio, pitch_shift, read_wav
+from dragoman.media.audio import Audio, pitch_shift, read_wav, time_stretch
 from dragoman.speech.tts.engines.base import (
     NEUTRAL,
     QUALITY_ESPEAK,
@@ -124,6 +125,9 @@ class EspeakEngine:
         audio = read_wav(out) if out else Audio(np.zeros(0, dtype=np.float32), 22050)
         if abs(left_st) > 0.05:
             audio = pitch_shift(audio, left_st)
+        wpm = DEFAULT_WPM * prosody.rate
+        if not WPM_MIN <= wpm <= WPM_MAX:  # beyond espeak-ng's own range: the rest by time stretch
+            audio = time_stretch(audio, min(WPM_MAX, max(WPM_MIN, wpm)) / wpm)
         return EngineOutput(audio, None)
 
     def phonemes(self, text: str, voice_id: str, *, timeout: float | None = None) -> list[str]:
