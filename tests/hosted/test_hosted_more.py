@@ -284,9 +284,9 @@ def test_rate_limiter_fixed_window_per_key() -> None:
 def test_an_upload_past_the_bound_is_413_while_it_streams(
     hosted: Hosted, client: httpx.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dragoman.server.hosted import app as hosted_app
+    from dragoman.server.hosted import _common as hosted_common
 
-    monkeypatch.setattr(hosted_app, "MAX_MULTIPART_BYTES", 100_000)  # the service runs in this process
+    monkeypatch.setattr(hosted_common, "MAX_MULTIPART_BYTES", 100_000)  # the service runs in this process
 
     def chunked() -> Iterator[bytes]:
         yield b'--b\r\nContent-Disposition: form-data; name="src"\r\n\r\nen\r\n'
