@@ -477,3 +477,25 @@ def test_registry_probes_once_and_orders_best_first(voice_settings: Settings) ->
     assert names == [n for n in order if n in names]
     for engine in engines:
         assert isinstance(engine, TtsEngine)
+
+
+@needs_espeak
+def test_a_piper_run_past_its_timeout_is_stopped(
+    piper_engine: piper.PiperEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class FiringTimer:
+        """A timer whose time is up at once: onnxruntime's terminate flag is set before the run starts."""
+
+        def __init__(self, interval: float, function: Callable[[], object]) -> None:
+            self.function = function
+            self.daemon = True
+
+        def start(self) -> None:
+            self.function()
+
+        def cancel(self) -> None:
+            pass
+
+    monkeypatch.setattr(piper, "Timer", FiringTimer)
+    with pytest.raises(EngineTimeout, match="took longer"):
+        piper_engine.synthesize("Hello world.", "en_US-standin-x_low")

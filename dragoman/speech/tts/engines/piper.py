@@ -21,6 +21,7 @@ import threading
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Timer
 from typing import Any
 
 import numpy as np
@@ -243,7 +244,7 @@ def _run(
     if "sid" in voice.inputs:
         feeds["sid"] = np.array([0], dtype=np.int64)
     run_options = ort.RunOptions()
-    timer = threading.Timer(timeout, lambda: setattr(run_options, "terminate", True))
+    timer = Timer(timeout, lambda: setattr(run_options, "terminate", True))
     timer.daemon = True
     timer.start()
     try:
