@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from accounts_support import new_key
@@ -21,8 +20,8 @@ from dragoman.service.db import Database, api_keys
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path / 'hosted.sqlite3'}")
+def db(db_url: str) -> Iterator[Database]:
+    database = Database(db_url)  # SQLite and PostgreSQL (the db_url fixture)
     migrate.upgrade(database)
     try:
         yield database

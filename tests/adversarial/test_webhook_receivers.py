@@ -8,7 +8,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -19,8 +18,8 @@ from dragoman.settings import HostedSettings
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(f"sqlite:///{tmp_path / 'hosted.sqlite3'}")
+def db(db_url: str) -> Iterator[Database]:
+    database = Database(db_url)  # SQLite and PostgreSQL (the db_url fixture)
     metadata.create_all(database.engine)
     yield database
     database.dispose()
