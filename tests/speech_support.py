@@ -40,7 +40,7 @@ def _frames(x: npt.NDArray[np.float64], size: int, hop: int) -> npt.NDArray[np.f
     return frames
 
 
-def f0_track(audio: Audio, low: float = 60.0, high: float = 500.0) -> npt.NDArray[np.float64]:
+def f0_track(audio: Audio, low: float = 50.0, high: float = 500.0) -> npt.NDArray[np.float64]:
     """F0 (Hz) of each voiced 40 ms frame (hop 10 ms): normalised autocorrelation peak above 0.6 in the
     lag range of ``low``..``high`` Hz, frames within 30 dB of the loudest only; parabolic interpolation."""
     x = audio.samples.astype(np.float64)
@@ -73,7 +73,7 @@ def f0_track(audio: Audio, low: float = 60.0, high: float = 500.0) -> npt.NDArra
     for row, k in zip(ac[voiced], lag[voiced], strict=True):
         a, b, c = row[k - 1], row[k], row[k + 1]
         denom = a - 2 * b + c
-        shift = 0.5 * (a - c) / denom if denom != 0 else 0.0
+        shift = min(1.0, max(-1.0, 0.5 * (a - c) / denom)) if denom != 0 else 0.0
         out.append(rate / (k + shift))
     return np.asarray(out)
 

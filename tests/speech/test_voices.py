@@ -58,11 +58,11 @@ def test_ten_voices_and_31_languages_documented() -> None:
     assert VOICE_NAMES == ("aria", "nova", "lyra", "iris", "maya", "marcus", "atlas", "felix", "orion", "kai")
     assert len(LANGUAGES) == 31 and set(SAMPLES) == set(LANGUAGES)
     assert all(len(code) == 2 for code in LANGUAGES)
-    # every pair of siblings differs in pitch by >= 1.2 st and in pace by >= 5 % (the persona ladders)
+    # every pair of siblings differs in pitch by >= 1.5 st and in pace by >= 5 % (the persona ladders)
     for group in (FEMALE, MALE):
         for a, b in itertools.combinations(group, 2):
             pa, pb = PERSONAS[a], PERSONAS[b]
-            assert abs(pa.pitch_st - pb.pitch_st) >= 1.2 and abs(pa.pace / pb.pace - 1) >= 0.045, (a, b)
+            assert abs(pa.pitch_st - pb.pitch_st) >= 1.5 and abs(pa.pace / pb.pace - 1) >= 0.045, (a, b)
 
 
 def test_catalogue_says_which_engine_serves_each_voice_per_language() -> None:
@@ -110,11 +110,18 @@ def _render(voice: str, language: str, text: str | None = None) -> tuple[float, 
 
 @pytest.mark.parametrize("language", ["en", "de", "fi", "pl", "ru", "vi"])
 def test_each_voice_renders_in_a_language_of_each_engine(language: str) -> None:
-    female = [_render(v, language)[0] for v in FEMALE]
-    male = [_render(v, language)[0] for v in MALE]
-    assert all(math.isfinite(f) for f in female + male)
-    # the personas keep their gender: every female voice above every male one
-    assert min(female) > max(male), (language, female, male)
+    female = {v: _render(v, language)[0] for v in FEMALE}
+    male = {v: _render(v, language)[0] for v in MALE}
+    assert all(math.isfinite(f) for f in [*female.values(), *male.values()])
+    # the personas keep their gender: each female voice at least 3 st above the male voice on the same rung
+    # of the pitch ladder (iris/atlas, maya/orion, aria/marcus, nova/felix, lyra/kai)
+    rungs = zip(
+        sorted(FEMALE, key=lambda v: PERSONAS[v].pitch_st),
+        sorted(MALE, key=lambda v: PERSONAS[v].pitch_st),
+        strict=True,
+    )
+    for f, m in rungs:
+        assert semitones(male[m], female[f]) >= 3.0, (language, f, m, female[f], male[m])
 
 
 @pytest.mark.slow
@@ -127,12 +134,24 @@ def test_each_voice_renders_in_each_language(language: str) -> None:
 
 SIBLING_TEXT = {
     "en": "The quick brown fox jumps over the lazy dog near the river bank.",
+    "fi": "Nopea ruskea kettu hyppää laiskan koiran yli joen rannalla.",
     "pl": "Szybki brązowy lis przeskakuje nad leniwym psem przy brzegu rzeki.",
 }
 
 
-@pytest.mark.parametrize("language", ["en", "pl"])
-@pytest.mark.parametrize("group", [FEMALE, MALE], ids=["female", "male"])
+@pytest.mark.parametrize(
+    ("language", "group"),
+    [
+        ("en", FEMALE),  # SVOX Pico
+        ("en", MALE),  # flite
+        ("pl", FEMALE),  # espeak-ng
+        ("pl", MALE),
+        # festival: the Finnish female diphone voice. Its male voice is left out: it speaks at ~72 Hz and its
+        # F0 rises with the rate (Duration_Stretch), which cancels about a semitone of the pitch ladder
+        ("fi", FEMALE),
+    ],
+    ids=["en-female", "en-male", "pl-female", "pl-male", "fi-female"],
+)
 def test_siblings_differ_in_measured_pitch_and_pace(language: str, group: list[str]) -> None:
     measured = {v: _render(v, language, SIBLING_TEXT[language])[:2] for v in group}
     for a, b in itertools.combinations(group, 2):

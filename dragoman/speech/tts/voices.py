@@ -3,7 +3,7 @@
 **Voices.** Ten personas, five female (``aria nova lyra iris maya``) and five male (``marcus atlas felix orion
 kai``). Each is a pitch offset (semitones from the engine voice's own pitch), a pace (rate multiplier) and
 a timbre (a formant scale), the same in every language. Siblings of one gender are spread so any two differ by
-at least 1.2 semitones of pitch *and* 5 % of pace (the tests measure both). Siblings share the language's
+at least 1.5 semitones of pitch *and* 5 % of pace (the tests measure both). Siblings share the language's
 best engine voice of their gender, so these offsets are what sets them apart, measurably (engine voices
 differ in their own pitch: spreading siblings over several would make the ladders collide).
 
@@ -22,8 +22,9 @@ installed; a studio render takes the best whatever its speed. A better voice ins
 voice) takes over its language by its quality alone.
 
 **Languages.** The 31 (:data:`LANGUAGES`) are the ten languages with a voice better than espeak-ng installed
-here — en, de, es, fr, it (SVOX Pico; en also Piper, flite and festival HTS), cs, fi, ru, ca, hi (festival
-voices) — and the 21 languages espeak-ng reads most intelligibly: alphabetic languages with regular
+here — en, de, es, fr, it (SVOX Pico; en also Piper, flite and festival HTS), cs, fi, ru, ca (festival
+voices), hi (its festival voice, festvox-hi-nsk, fails to load on Debian bookworm: espeak-ng serves it) —
+and the 21 languages espeak-ng reads most intelligibly: alphabetic languages with regular
 spelling-to-sound rules that espeak-ng's authors rate as well-supported (pt nl pl sv da nb el hu ro tr uk bg
 hr sk sl sr et lv lt id vi). Left out although espeak-ng has them: zh, ja, ar, he, ko, fa, th (unvoweled
 scripts, tones or kanji that espeak-ng reads poorly), and the long tail of small voices.
@@ -62,12 +63,12 @@ PERSONAS: Final[dict[str, Persona]] = {
         Persona("aria", "female", 0.0, 1.00, 1.00, "clear and even, the default female voice"),
         Persona("nova", "female", 1.5, 1.10, 1.03, "bright and quick"),
         Persona("lyra", "female", 3.0, 0.90, 1.05, "light and unhurried"),
-        Persona("iris", "female", -2.5, 1.05, 0.96, "low and crisp"),
-        Persona("maya", "female", -1.2, 0.95, 0.98, "warm and measured"),
+        Persona("iris", "female", -3.0, 1.05, 0.96, "low and crisp"),
+        Persona("maya", "female", -1.5, 0.95, 0.98, "warm and measured"),
         Persona("marcus", "male", 0.0, 1.00, 1.00, "steady, the default male voice"),
-        Persona("atlas", "male", -2.5, 0.90, 0.95, "deep and slow"),
+        Persona("atlas", "male", -3.0, 0.90, 0.95, "deep and slow"),
         Persona("felix", "male", 1.5, 1.10, 1.03, "lively and quick"),
-        Persona("orion", "male", -1.2, 1.05, 0.97, "low and brisk"),
+        Persona("orion", "male", -1.5, 1.05, 0.97, "low and brisk"),
         Persona("kai", "male", 3.0, 0.95, 1.04, "light and relaxed"),
     )
 }
@@ -103,7 +104,7 @@ LANGUAGES: Final[dict[str, Language]] = {
         Language("fi", "Finnish", "festival"),
         Language("ru", "Russian", "festival"),
         Language("ca", "Catalan", "festival"),
-        Language("hi", "Hindi", "festival"),
+        Language("hi", "Hindi", "espeak"),
         Language("pt", "Portuguese", "espeak"),
         Language("nl", "Dutch", "espeak"),
         Language("pl", "Polish", "espeak"),
@@ -182,10 +183,15 @@ def _voices_of(engines: Sequence[TtsEngine], code: str) -> list[tuple[TtsEngine,
     return [(engine, voice) for engine in engines for voice in engine.voices() if voice.language == code]
 
 
-def _rank(voice: EngineVoice) -> tuple[int, int, str, str]:
+def _locale(voice: EngineVoice) -> str:
+    return voice.locale.lower().replace("_", "-")
+
+
+def _rank(voice: EngineVoice, main: set[str]) -> tuple[int, bool, int, str, str]:
+    """Quality first; among equals the language's main locale, then the engine's own order, then names."""
     order = _TIE_BREAK.get(voice.engine, ())
     tie = order.index(voice.id) if voice.id in order else len(order)
-    return (-voice.quality, tie, voice.engine, voice.id)
+    return (-voice.quality, _locale(voice) not in main, tie, voice.engine, voice.id)
 
 
 def _pick(
@@ -196,12 +202,12 @@ def _pick(
         candidates = fast or candidates
     if not candidates:
         return None
-    # a region asked for (en-GB): its voices first; else the language's main locale (en-US, pt-PT, fr-FR),
-    # so a persona keeps one accent
-    wanted = {tag} if "-" in tag else {tag, f"{tag}-{tag}", _MAIN_LOCALE.get(tag, tag)}
-    regional = [c for c in candidates if c[1].locale.lower().replace("_", "-") in wanted]
-    candidates = regional or candidates
-    return min(candidates, key=lambda c: _rank(c[1]))
+    if "-" in tag:  # a region asked for (en-GB): its voices, when there are any, whatever their quality
+        candidates = [c for c in candidates if _locale(c[1]) == tag] or candidates
+    # else among the best, the language's main locale (en-US, pt-PT, fr-FR), so a persona keeps one accent
+    code = tag.split("-", 1)[0]
+    main = {code, f"{code}-{code}", _MAIN_LOCALE.get(code, code)}
+    return min(candidates, key=lambda c: _rank(c[1], main))
 
 
 def resolve_voice(
