@@ -18,6 +18,7 @@ and port (a restart during load, for fault tests).
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -184,6 +185,7 @@ class PostgresServer:
             "start", timeout=self.start_timeout + 10,
         )  # fmt: skip
         self.running = True
+        atexit.register(self.cleanup)  # a process that exits without cleaning up leaves no server behind
         self._wait_ready()
         return self
 
@@ -215,6 +217,7 @@ class PostgresServer:
 
     def cleanup(self) -> None:
         """Stops the server (immediately) and removes its directory."""
+        atexit.unregister(self.cleanup)
         try:
             self.stop("immediate")
         except (PostgresUnavailable, subprocess.TimeoutExpired):
