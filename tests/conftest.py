@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from db_support import BACKENDS, DbBackend, start_postgres
+from db_support import BACKENDS, DbBackend, backend_for, start_postgres
 from hypothesis import settings as hypothesis_settings
 
 from dragoman.testing.postgres import PostgresServer, unavailable_reason
@@ -92,10 +92,7 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture(params=BACKENDS)
 def db_backend(request: pytest.FixtureRequest) -> Iterator[DbBackend]:
     """The service database's backend: each test using it (or ``db_url``) runs on SQLite and on PostgreSQL."""
-    server: PostgresServer | None = None
-    if request.param == "postgresql":
-        server = request.getfixturevalue("postgres_server")
-    backend = DbBackend(request.param, server)
+    backend = backend_for(request)
     yield backend
     backend.close()
 

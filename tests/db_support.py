@@ -13,6 +13,8 @@ import itertools
 import os
 from pathlib import Path
 
+import pytest
+
 from dragoman.testing.postgres import PostgresServer
 
 BACKENDS = ("sqlite", "postgresql")
@@ -37,6 +39,14 @@ def start_postgres() -> PostgresServer:
         server.cleanup()
         raise
     return server
+
+
+def backend_for(request: pytest.FixtureRequest) -> DbBackend:
+    """The :class:`DbBackend` of a fixture parametrised with :data:`BACKENDS` (``request.param``); the
+    session's PostgreSQL server is started (or the test skipped, saying why) only for ``postgresql``."""
+    name = request.param
+    server = request.getfixturevalue("postgres_server") if name == "postgresql" else None
+    return DbBackend(name, server)
 
 
 class DbBackend:

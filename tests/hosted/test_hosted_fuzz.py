@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from db_support import BACKENDS, backend_for
 from hosted_support import Hosted, start_service
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,17 +24,24 @@ ALLOWED_5XX = {502, 504}
 pytestmark = needs_apertium
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=BACKENDS)
 def fuzz_hosted(
-    hosted_engine: tuple[Engine, Path], tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    hosted_engine: tuple[Engine, Path],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Hosted]:
+    """One service for the module, on each backend in turn (the ``db_backend`` parameters, module-wide)."""
     engine, root = hosted_engine
-    service = start_service(engine, root, tmp_path_factory.mktemp("hosted-fuzz"), rate=1_000_000)
+    backend = backend_for(request)
+    data = tmp_path_factory.mktemp("hosted-fuzz")
+    url = backend.url(data) if backend.is_postgres else None  # None: SQLite in the data folder
+    service = start_service(engine, root, data, rate=1_000_000, db_url=url)
     try:
         yield service
     finally:
         service.stop()
         service.db.dispose()
+        backend.close()
 
 
 def assert_sane(status: int, content_type: str, body: bytes) -> None:
