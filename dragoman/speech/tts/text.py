@@ -33,13 +33,13 @@ from dragoman.limits import MAX_TTS_CHARS
 #: Longest piece handed to an engine in one call, in characters.
 MAX_SENTENCE_CHARS: Final = 400
 
+# Every part of this pattern stops at the next '<', so it runs in linear time whatever the text; comments and
+# processing instructions (which may hold '<') are removed first by :func:`_remove_spans`, also linear.
 _TAG = re.compile(
-    r"<!--.*?-->"  # comments
-    r"|<!\[CDATA\[|\]\]>"  # CDATA brackets (the text inside is kept)
-    r"|<\?.*?\?>"  # processing instructions
-    r"|<!(?:DOCTYPE|ENTITY)[^>]*>"
+    r"<!\[CDATA\[|\]\]>"  # CDATA brackets (the text inside is kept)
+    r"|<!(?:DOCTYPE|ENTITY)[^<>]*>"
     r"|</?[A-Za-z_][\w.:-]*(?:\s+[^<>]*?)?/?>",  # start, end and empty tags with attributes
-    re.DOTALL | re.IGNORECASE,
+    re.IGNORECASE,
 )
 _SPACES = re.compile(r"[ \t\u00a0\u2000-\u200b\u3000]+")
 
@@ -74,13 +74,43 @@ def check_length(text: str) -> None:
         )
 
 
+def _remove_spans(text: str, opener: str, closer: str) -> str:
+    """``text`` without each ``opener … closer`` span (a space instead); an opener never closed is removed
+    alone. One pass of ``str.find``: linear."""
+    out: list[str] = []
+    i = 0
+    while True:
+        j = text.find(opener, i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        k = text.find(closer, j + len(opener))
+        if k < 0:  # no span closes after here: only the openers go
+            out.append(text[i:].replace(opener, " "))
+            break
+        out.append(text[i:j])
+        out.append(" ")
+        i = k + len(closer)
+    return "".join(out)
+
+
+def _untag(text: str) -> str:
+    text = _remove_spans(text, "<!--", "-->")
+    text = _remove_spans(text, "<?", "?>")
+    return _TAG.sub(" ", text)
+
+
 def strip_markup(text: str) -> str:
     """Tags removed (each leaves a space), entities decoded; what a listener should hear of ``text``."""
-    without = _TAG.sub(" ", text)
-    # Entities after the tags: '&lt;speak&gt;' is text that shows a tag, and stays text; a tag it spells out
-    # is still removed, so nothing that looks like markup is ever spoken as one.
-    decoded = html.unescape(without)
-    return _TAG.sub(" ", decoded)
+    # Entities after the tags: '&lt;speak&gt;' is text that shows a tag; decoded, the tag it spells out is
+    # removed too, so nothing that looks like markup is ever spoken as one (escaped twice or thrice as well).
+    text = _untag(text)
+    for _ in range(3):
+        decoded = html.unescape(text)
+        if decoded == text:
+            break
+        text = _untag(decoded)
+    return text
 
 
 def normalise(text: str, language: str) -> str:
@@ -134,10 +164,10 @@ def split_sentences(text: str) -> list[str]:
     for match in _SENTENCE_END.finditer(text):
         ender = match.group(1) or match.group(2)
         end = match.start() + len(ender) if ender else match.start()
+        # only the word before the stop decides (a bounded look-back: linear however many are skipped)
+        if match.group(1) == "." and _is_abbreviation(text[max(start, end - 40) : end - 1]):
+            continue
         candidate = text[start:end]
-        if match.group(1) == ".":
-            if _is_abbreviation(candidate[:-1]):
-                continue
         if candidate.strip():
             sentences.append(candidate)
         start = match.end()

@@ -154,7 +154,9 @@ class SynthesisOptions:
     """What one render asks for. ``voice`` is one of the ten names; ``language`` a two-letter code (checked
     against the served languages when the voice is resolved); ``speed`` 0.5–1.8; ``emotion_preset`` one of the
     seven; ``emotion`` the object refining it; ``studio`` the studio render (48 kHz, −16 LUFS, longer pauses
-    and breaths); ``clone_id`` a voice match (resolved by the front door that owns clones)."""
+    and breaths); ``clone_id`` is echoed: a clone (a voice match) is applied by
+    :func:`~dragoman.speech.tts.clones.synthesize_with_clone`, which renders its persona through the
+    synthesizer."""
 
     voice: str
     language: str
