@@ -498,6 +498,20 @@ class VoiceNotInstalled(DragomanError):
     code = "voice_not_installed"
 
 
+class CloneNotFound(DragomanError):
+    """A voice clone (voice match) id that is not one of the caller's clones."""
+
+    status = 404
+    code = "not_found"
+
+
+class CloneLimitReached(DragomanError):
+    """A clone beyond the 25 a user may keep (spec 8); the caller removes one first."""
+
+    status = 409
+    code = "clone_limit_reached"
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""
