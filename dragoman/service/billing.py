@@ -136,6 +136,39 @@ def translation_quote(chars: int, src: str, tgt: str) -> Quote:
     return Quote(translation_credits(chars, tier), chars, src, tgt, tier)
 
 
+# ----- speech (issue 14) ------------------------------------------------------------------------------------
+#: Spec 8, TTS credits per 1000 characters: standard; studio or a cloned voice; studio with a cloned voice.
+TTS_CREDITS_PER_1000: Final = {"standard": 5, "studio": 15, "clone": 15, "studio+clone": 30}
+#: Spec 8: the least a render costs.
+TTS_MIN_CREDITS: Final = 50
+
+
+@dataclass(frozen=True)
+class TtsQuote:
+    """What a render of ``chars`` characters costs: ``max(50, ceil(chars * rate / 1000))`` credits, where
+    ``rate`` is 5 (standard), 15 (studio, or a cloned voice) or 30 (studio with a cloned voice)."""
+
+    credits: int
+    chars: int
+    tier: str
+    per_1000: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "credits": self.credits,
+            "breakdown": {"chars": self.chars, "mode": self.tier, "per1000": self.per_1000},
+        }
+
+
+def tts_quote(chars: int, *, studio: bool = False, clone: bool = False) -> TtsQuote:
+    """The credits of a TTS render (spec 8): exactly what its job reserves and charges."""
+    if isinstance(chars, bool) or not isinstance(chars, int) or chars < 0:
+        raise InvalidRequest(f"chars must be a whole number of at least 0, not {chars!r}")
+    tier = "studio+clone" if studio and clone else "studio" if studio else "clone" if clone else "standard"
+    rate = TTS_CREDITS_PER_1000[tier]
+    return TtsQuote(max(TTS_MIN_CREDITS, math.ceil(chars * rate / 1000)), chars, tier, rate)
+
+
 def normalise_mime(mime: str) -> str:
     """The MIME type without parameters, lower-cased, aliases folded (``image/jpg`` -> ``image/jpeg``)."""
     base = mime.split(";", 1)[0].strip().lower()

@@ -195,7 +195,12 @@ def _event_name(kind: str, what: str) -> str:
 
 
 def done_payload(job: JobRecord) -> dict[str, Any]:
-    """Spec 6, ``job.done``: job_id, status, result, credits, elapsed_seconds, batch_id (in a batch)."""
+    """Spec 6, ``job.done``: job_id, status, result, credits, elapsed_seconds, batch_id (in a batch); a
+    ``tts`` job's ``tts.done`` carries its own fields (:func:`dragoman.service.tts_jobs.done_payload`)."""
+    if job.kind == "tts":
+        from dragoman.service.tts_jobs import done_payload as tts_done_payload  # it imports this module
+
+        return tts_done_payload(job)
     payload: dict[str, Any] = {
         "job_id": job.id,
         "status": job.status,

@@ -546,6 +546,11 @@ def test_openapi_covers_every_route(hosted: Hosted) -> None:
         ("/api/v1/jobs/{job_id}/export/docx", "get"),
         ("/api/v1/jobs/{job_id}/export/pdf", "get"),
         ("/api/v1/usage", "get"),
+        ("/api/v1/tts/synth", "post"),  # voice rendering (issue 14)
+        ("/api/v1/tts/synth/stream", "post"),
+        ("/api/v1/tts/voices", "get"),
+        ("/api/v1/tts/jobs/{job_id}", "get"),
+        ("/api/v1/tts/jobs/{job_id}/audio", "get"),
         ("/openapi.json", "get"),
     }
     assert {(p, m) for p, ops in paths.items() for m in ops} == expected

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from pydantic import TypeAdapter
 from starlette.routing import BaseRoute
@@ -28,6 +29,10 @@ _BEARER_ROUTES = {
     ("/api/v1/jobs/{job_id}/export/docx", "get"),
     ("/api/v1/jobs/{job_id}/export/pdf", "get"),
     ("/api/v1/usage", "get"),
+    ("/api/v1/tts/synth", "post"),
+    ("/api/v1/tts/synth/stream", "post"),
+    ("/api/v1/tts/jobs/{job_id}", "get"),
+    ("/api/v1/tts/jobs/{job_id}/audio", "get"),
 }
 _RATE_HEADERS_DOC = {
     "RateLimit-Limit": "requests a minute allowed to the key (fixed window)",
@@ -158,4 +163,27 @@ def hosted_openapi(routes: Sequence[BaseRoute]) -> bytes:
             "description": "attachment; filename=…",
             "schema": {"type": "string"},
         }
+    _tts(paths, schemas)
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _tts(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """Voice rendering's audio bodies and synth's 202 (issue 14)."""
+    from dragoman.server.hosted.v1_tts import TtsAcceptedResponse
+
+    wav = {"audio/wav": {"schema": {"type": "string", "format": "binary"}}}
+    for path, method in (
+        ("/api/v1/tts/synth", "post"),
+        ("/api/v1/tts/synth/stream", "post"),
+        ("/api/v1/tts/jobs/{job_id}/audio", "get"),
+    ):
+        paths[path][method]["responses"]["200"]["content"] = dict(wav)
+    accepted = TypeAdapter(TtsAcceptedResponse).json_schema(
+        ref_template="#/components/schemas/{model}", mode="serialization"
+    )
+    schemas.update(accepted.pop("$defs", {}))
+    synth = paths["/api/v1/tts/synth"]["post"]
+    synth["responses"]["202"] = {
+        "description": "more than 1,500 characters: a tts job; poll poll_url or await tts.done",
+        "content": {JSON: {"schema": accepted}},
+    }

@@ -69,6 +69,7 @@ from dragoman.errors import (
     Unauthorized,
     UnknownLanguage,
     UnsupportedPair,
+    VoiceNotInstalled,
 )
 from dragoman.limits import RATE_PER_MINUTE
 from dragoman.server._http import (
@@ -103,6 +104,15 @@ from dragoman.server.hosted.v1_jobs import (
 )
 from dragoman.server.hosted.v1_misc import languages_v1, quote_v1, usage_v1
 from dragoman.server.hosted.v1_translate import translate_v1
+from dragoman.server.hosted.v1_tts import (
+    TtsJobResponse,
+    TtsRequest,
+    get_tts_audio,
+    get_tts_job,
+    synth,
+    synth_stream,
+    voices,
+)
 from dragoman.server.hosted.v2 import translate_v2
 from dragoman.service import jobs
 from dragoman.service.db import Database
@@ -254,6 +264,67 @@ ROUTES = [
         response_description="usage of the key",
         errors=_AUTH_ERRORS,
     ),
+    # ----- voice rendering (spec 4.2; issue 14): :mod:`.v1_tts` -----
+    ApiRoute(
+        "/api/v1/tts/synth",
+        synth,
+        method="POST",
+        request=TtsRequest,
+        response=bytes,
+        response_description="WAV bytes (audio/wav, real RIFF sizes) for at most 1,500 characters; else 202",
+        errors=(
+            *_AUTH_ERRORS,
+            IdempotencyConflict,
+            IdempotencyMismatch,
+            InvalidRequest,
+            InvalidWebhookUrl,
+            BodyTooLarge,
+            InsufficientCredits,
+            MonthlyCapReached,
+            VoiceNotInstalled,
+            EngineTimeout,
+            Saturated,
+        ),
+    ),
+    ApiRoute(
+        "/api/v1/tts/synth/stream",
+        synth_stream,
+        method="POST",
+        request=TtsRequest,
+        response=bytes,
+        response_description="chunked audio/wav, RIFF sizes 0xFFFFFFFF, first sentence first",
+        errors=(
+            *_AUTH_ERRORS,
+            InvalidRequest,
+            BodyTooLarge,
+            InsufficientCredits,
+            MonthlyCapReached,
+            VoiceNotInstalled,
+        ),
+    ),
+    ApiRoute(
+        "/api/v1/tts/voices",
+        voices,
+        method="GET",
+        response=dict[str, Any],
+        response_description="the ten voices, the 31 languages and the engine serving each (no key)",
+    ),
+    ApiRoute(
+        "/api/v1/tts/jobs/{job_id}",
+        get_tts_job,
+        method="GET",
+        response=TtsJobResponse,
+        response_description="the tts job: status, progress, credits, duration, audio_url or error",
+        errors=(*_AUTH_ERRORS, JobNotFound),
+    ),
+    ApiRoute(
+        "/api/v1/tts/jobs/{job_id}/audio",
+        get_tts_audio,
+        method="GET",
+        response=bytes,
+        response_description="the WAV of a done tts job",
+        errors=(*_AUTH_ERRORS, JobNotFound),
+    ),
     ApiRoute(
         "/openapi.json", openapi, method="GET", response=dict[str, Any], response_description="OpenAPI 3.1"
     ),
@@ -329,7 +400,9 @@ def create_app(
     dispatcher. The database must be migrated (:func:`dragoman.service.migrate.upgrade`; ``serve`` does)."""
     from dragoman.service.dispatch import INPROCESS, make_dispatch
     from dragoman.service.translation_jobs import make_translate_handler
+    from dragoman.service.tts_jobs import make_tts_handler
     from dragoman.service.webhooks import WebhookDispatcher
+    from dragoman.speech.tts.synth import Synthesizer
 
     owns_engine = engine is None
     if engine is None:
@@ -360,7 +433,11 @@ def create_app(
     state.tmp_dir = hosted.data_dir / "tmp"
     state.start_workers = start_workers
     # DRAGOMAN_DISPATCH=procrastinate: no job runner and no webhook dispatcher here (the workers run them)
-    state.dispatch = make_dispatch(hosted, db, {"translate": handler}, storage)
+    state.synthesizer = Synthesizer(settings)  # speech engines probed on first use, once
+    state.tts_handler = make_tts_handler(state.synthesizer)
+    state.tts_catalogue = None
+    handlers = {"translate": handler, "tts": state.tts_handler}
+    state.dispatch = make_dispatch(hosted, db, handlers, storage)
     state.runner = state.dispatch.runner
     state.dispatcher = WebhookDispatcher(db, hosted) if state.dispatch.mode == INPROCESS else None
     state.glossary = None  # v2 applies no user glossary file on the hosted service (spec 4.4)
