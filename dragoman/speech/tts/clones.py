@@ -29,9 +29,9 @@ matched, adapted voice, next to the same figure for the unadapted voice, so the 
 
 **Matching** (:func:`match_voice`): every candidate persona renders a fixed calibration passage in the
 matching language (English by default); its median F0 and mean spectral envelope (cepstrally smoothed log
-spectrum) are measured. The formant scale is the factor in 0.85–1.18 that best maps the persona's envelope onto the
-reference's; the persona chosen is the one needing the smallest pitch move (in semitones) plus envelope
-mismatch; the pitch offset is the remaining semitone difference (held within ±12).
+spectrum) are measured. The formant scale is the factor in 0.85–1.18 that best maps the persona's envelope
+onto the reference's; the persona chosen is the one needing the smallest pitch move (in semitones) plus
+envelope mismatch; the pitch offset is the remaining semitone difference (held within ±12).
 
 **Rendering** (:func:`synthesize_with_clone`): the persona renders with its pitch moved by the clone's offset
 (engine prosody) and its rate and pitch pre-compensated for the formant scale, then the audio is resampled by
