@@ -45,6 +45,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -77,6 +78,12 @@ STALLED_S = 30.0
 HEARTBEAT_S = 10.0
 #: Seconds a stopping worker waits for its running jobs before aborting them (they go back to the queue).
 GRACEFUL_S = 30.0
+#: Seconds before Procrastinate's worker is started again after it lost the database (PostgreSQL restarted:
+#: its listener fails and it stops), doubled after each failure up to the maximum; a run that lasted
+#: RESTART_RESET_S starts the count again.
+RESTART_FIRST_S = 0.5
+RESTART_MAX_S = 10.0
+RESTART_RESET_S = 60.0
 #: Seconds between two looks at Procrastinate's abort flag of a running job.
 ABORT_POLL_S = 0.5
 
@@ -240,21 +247,47 @@ class HostedWorker:
         install_signal_handlers: bool = True,
     ) -> None:
         """Work until SIGTERM/SIGINT (Procrastinate's graceful stop: running jobs get ``graceful_s``)."""
+        from procrastinate.exceptions import ConnectorException
+
         self.runner.start()
         if self.dispatcher is not None:
             self.dispatcher.start()
+        watch = _SideTaskFailed()
+        logging.getLogger("procrastinate").addHandler(watch)
+        pause = RESTART_FIRST_S
         try:
-            self.app.run_worker(
-                queues=self.queues,
-                concurrency=concurrency,
-                name=self.owner,
-                shutdown_graceful_timeout=graceful_s,
-                update_heartbeat_interval=heartbeat_s,
-                stalled_worker_timeout=self.stalled_s,
-                delete_jobs="successful",
-                install_signal_handlers=install_signal_handlers,
-            )
+            while True:  # Procrastinate's worker stops when it loses the database: start it again
+                watch.seen = False
+                started = time.monotonic()
+                try:
+                    self.app.run_worker(
+                        queues=self.queues,
+                        concurrency=concurrency,
+                        name=self.owner,
+                        shutdown_graceful_timeout=graceful_s,
+                        update_heartbeat_interval=heartbeat_s,
+                        stalled_worker_timeout=self.stalled_s,
+                        delete_jobs="successful",
+                        install_signal_handlers=install_signal_handlers,
+                    )
+                except ConnectorException as exc:
+                    cause = f"{type(exc.__cause__ or exc).__name__}"
+                else:
+                    if not watch.seen:
+                        return  # stopped by SIGTERM/SIGINT
+                    cause = "a side task failed"
+                if time.monotonic() - started > RESTART_RESET_S:
+                    pause = RESTART_FIRST_S
+                log.warning(
+                    "worker %s lost the database (%s): Procrastinate's worker starts again in %.1f s",
+                    self.owner,
+                    cause,
+                    pause,
+                )
+                time.sleep(pause)
+                pause = min(RESTART_MAX_S, pause * 2)
         finally:
+            logging.getLogger("procrastinate").removeHandler(watch)
             self.close()
 
     def close(self) -> None:
@@ -264,6 +297,19 @@ class HostedWorker:
         if self.owns_engine and self._engine is not None:
             self._engine.close()
             self._engine = None
+
+
+class _SideTaskFailed(logging.Handler):
+    """Notes Procrastinate's "side task failed, stopping worker" (its listener or heartbeat lost the
+    database), which ends ``run_worker`` as a signal does."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "action", None) == "side_task_failed":
+            self.seen = True
 
 
 def make_app(

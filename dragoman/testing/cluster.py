@@ -20,6 +20,7 @@ scale tests and ``benchmarks/scale.py`` use (more workers or API processes: :met
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -79,8 +80,18 @@ def _reap(pid: int) -> None:
         pass
 
 
-def stop_pid(pid: int, *, timeout: float = 30.0, kill: bool = False) -> None:
-    """SIGTERM (``kill``: SIGKILL) to ``pid``'s process group, then SIGKILL after ``timeout``; waits."""
+def stop_pid(
+    pid: int, *, timeout: float = 30.0, kill: bool = False, popen: subprocess.Popen[bytes] | None = None
+) -> None:
+    """SIGTERM (``kill``: SIGKILL) to ``pid``'s process group, then SIGKILL after ``timeout``; waits (through
+    ``popen`` when this process started it)."""
+
+    def running() -> bool:
+        if popen is not None:
+            return popen.poll() is None
+        _reap(pid)
+        return alive(pid)
+
     sig = signal.SIGKILL if kill else signal.SIGTERM
     try:
         os.killpg(pid, sig)
@@ -91,8 +102,7 @@ def stop_pid(pid: int, *, timeout: float = 30.0, kill: bool = False) -> None:
             return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        _reap(pid)
-        if not alive(pid):
+        if not running():
             return
         time.sleep(0.05)
     try:
@@ -100,8 +110,7 @@ def stop_pid(pid: int, *, timeout: float = 30.0, kill: bool = False) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     for _ in range(200):
-        _reap(pid)
-        if not alive(pid):
+        if not running():
             return
         time.sleep(0.05)
 
@@ -133,6 +142,9 @@ class Cluster:
     account_id: str = ""
     key: str = ""
     key_id: str = ""
+    #: The PostgreSQL server when :meth:`up` ran in this process (fault tests stop and start it).
+    postgres: PostgresServer | None = field(default=None, repr=False)
+    _popens: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
 
     # ----- state ---------------------------------------------------------------------------------------
     @property
@@ -194,6 +206,7 @@ class Cluster:
                 start_new_session=True,  # its own process group: `down` stops it and its children
             )
         proc = Proc(role, process.pid, str(log), port)
+        self._popens[process.pid] = process
         self.procs.append(proc)
         self.save()
         return proc
@@ -201,14 +214,20 @@ class Cluster:
     def _wait(self, proc: Proc, ready: Any, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            _reap(proc.pid)
-            if not alive(proc.pid):
+            if not self._running(proc):
                 break
             if ready():
                 return
             time.sleep(0.1)
         tail = Path(proc.log).read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{what} did not start (log {proc.log}):\n{tail}")
+
+    def _running(self, proc: Proc) -> bool:
+        popen = self._popens.get(proc.pid)
+        if popen is not None:
+            return popen.poll() is None
+        _reap(proc.pid)
+        return alive(proc.pid)
 
     def _cli(self, *args: str) -> str:
         result = subprocess.run(
@@ -248,7 +267,7 @@ class Cluster:
 
     def stop(self, proc: Proc, *, kill: bool = False, timeout: float = 30.0) -> None:
         """Stops one process (SIGTERM, or SIGKILL with ``kill``) and forgets it."""
-        stop_pid(proc.pid, kill=kill, timeout=timeout)
+        stop_pid(proc.pid, kill=kill, timeout=timeout, popen=self._popens.pop(proc.pid, None))
         self.procs = [p for p in self.procs if p.pid != proc.pid]
         self.save()
 
@@ -267,6 +286,7 @@ class Cluster:
 
     def _up(self, apis: int, workers: int, key: bool) -> None:
         server = PostgresServer()
+        self.postgres = server
         self.pg = {
             "root": str(server.root),
             "data": str(server.data),
@@ -336,10 +356,14 @@ class Cluster:
         stopped: list[str] = []
         order = {"api": 0, "worker": 1, "s3": 2, "redis": 3}
         for proc in sorted(self.procs, key=lambda p: order.get(p.role, 9)):
-            stop_pid(proc.pid, timeout=40 if proc.role == "worker" else 20)
+            popen = self._popens.pop(proc.pid, None)
+            stop_pid(proc.pid, timeout=40 if proc.role == "worker" else 20, popen=popen)
             stopped.append(f"{proc.role} (pid {proc.pid})")
         self.procs = []
-        if self.pg:
+        if self.postgres is not None:  # started by this process
+            self.postgres.cleanup()
+            stopped.append(f"postgresql (port {self.pg['port']})")
+        elif self.pg:
             command = [
                 str(Path(self.pg["bin_dir"]) / "pg_ctl"),
                 "-D",
@@ -355,7 +379,8 @@ class Cluster:
                 subprocess.run(command, capture_output=True, timeout=120, check=False)
                 stopped.append(f"postgresql (port {self.pg['port']})")
             shutil.rmtree(self.pg["root"], ignore_errors=True)
-            self.pg = {}
+        self.postgres = None
+        self.pg = {}
         self.state_path.unlink(missing_ok=True)
         return stopped
 
@@ -424,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve_s3(args.port)
     if args.command == "up":
         cluster = Cluster(dir=args.dir).up(apis=args.apis, workers=args.workers)
+        if cluster.postgres is not None:  # it outlives this command: `down` stops it
+            atexit.unregister(cluster.postgres.cleanup)
         print(cluster.describe())
         return 0
     if not (args.dir / "state.json").exists():
