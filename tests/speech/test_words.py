@@ -86,7 +86,7 @@ def test_edit_bodies_are_checked() -> None:
     assert parse_edits({"edits": [{"index": 0, "word": "Good", "speed": 1.5}]}, words) == [
         WordEdit(0, speed=1.5)
     ]
-    for body in (
+    bodies: list[object] = [
         {},
         {"edits": []},
         {"edits": [{"index": len(words)}]},
@@ -96,6 +96,7 @@ def test_edit_bodies_are_checked() -> None:
         {"edits": [{"index": 0, "colour": "red"}]},
         {"edits": [{"index": 0}, {"index": 0}]},
         {"edits": [{"index": True}]},
-    ):
+    ]
+    for body in bodies:
         with pytest.raises(InvalidRequest):
             parse_edits(body, words)
