@@ -244,6 +244,20 @@ webhook_attempts = Table(
     UniqueConstraint("event_id", "attempt"),
 )
 
+#: Voice matches ("clones", issue 14; spec 4.2 and 8): at most 25 per key. ``record`` is the clone's analysis
+#: (:class:`dragoman.speech.tts.clones.Clone` as JSON); ``clip_key`` the cleaned reference in storage,
+#: deleted with the row.
+tts_clones = Table(
+    "tts_clones",
+    metadata,
+    Column("id", String(40), primary_key=True),  # UUID
+    Column("key_id", String(40), nullable=False, index=True),
+    Column("name", String(200), nullable=False),
+    Column("record", JSON, nullable=False),
+    Column("clip_key", String(300), nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
 
 def insert_ignore(connection: Connection, table: Table) -> Insert:
     """``INSERT … ON CONFLICT DO NOTHING`` in the connection's dialect (SQLite or PostgreSQL)."""
