@@ -40,6 +40,8 @@ TOOLS = {
     "glossary_remove",
     "translate_file",
     "ocr_translate",
+    "speak",
+    "list_voices",
 }
 READ_ONLY = {
     "translate",
@@ -48,6 +50,7 @@ READ_ONLY = {
     "list_languages",
     "engine_status",
     "glossary_list",
+    "list_voices",
 }
 FRENCH = "Bonjour, je voudrais réserver une table pour deux personnes ce soir, s'il vous plaît."
 

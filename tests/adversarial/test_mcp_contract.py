@@ -34,6 +34,8 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "glossary_remove": {"terms": ["Acme"]},
     "translate_file": {"path": "in.txt", "target": "es", "source": "en"},
     "ocr_translate": {"path": "in.png", "target": "es", "source": "en"},
+    "speak": {"text": "Hello.", "language": "en"},
+    "list_voices": {},
 }
 SHAPE = re.compile(r"^Error executing tool (?P<tool>\w+): (?P<message>.+) \[(?P<code>[a-z_]+)\]$", re.DOTALL)
 

@@ -238,3 +238,53 @@ def test_mcp_inspector_cli_lists_and_calls_tools(server_env: dict[str, str], wor
     assert called.get("isError") in (None, False)
     assert called["structuredContent"]["flores"] == "fra_Latn"
     assert called["structuredContent"]["provenance"] == "on-device"
+
+
+# ----- speech (issue 14) -----------------------------------------------------------------------------
+async def test_speak_over_stdio_writes_a_wav_and_stops_when_cancelled(
+    server_env: dict[str, str], workdir: Path, errlog: Path, tmp_path: Path
+) -> None:
+    """A real render through the process, then a long render cancelled over the wire: the synthesizer
+    stops before its next sentence and no file is written."""
+    marker = tmp_path / "sentences.txt"
+    patch = f"""
+        import dragoman.speech.tts.synth as synth
+        original = synth.Synthesizer._render
+        def _render(self, plan, index):
+            if len(plan.sentences) > 10:
+                with open({str(marker)!r}, "a") as out:
+                    out.write(f"{{index}}\\n")
+                time.sleep(0.1)
+            return original(self, plan, index)
+        synth.Synthesizer._render = _render
+    """
+    started = anyio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if progress >= 2:
+            started.set()
+
+    long_text = " ".join(f"Sentence {n} is here." for n in range(60))
+    env = {**server_env, "DRAGOMAN_ALLOWED_DIRS": str(workdir)}
+    async with stdio_session(env, workdir, errlog, args=hooked(patch)) as client:
+        spoken = structured(await client.call_tool("speak", {"text": "Hello there.", "language": "en"}))
+        async with anyio.create_task_group() as group:
+
+            async def call() -> None:
+                await client.call_tool(
+                    "speak", {"text": long_text, "language": "en"}, progress_callback=on_progress
+                )
+
+            group.start_soon(call)
+            with anyio.fail_after(60):
+                await started.wait()
+            group.cancel_scope.cancel()
+        await anyio.sleep(1.5)
+        count = len(marker.read_text(encoding="utf-8").split())
+        await anyio.sleep(1.0)
+        later = len(marker.read_text(encoding="utf-8").split())
+        listed = structured(await client.call_tool("list_voices", {}))  # the session is still usable
+    assert Path(spoken["path"]).is_file() and spoken["duration_seconds"] > 0.3
+    assert 2 <= count < 60 and later == count, (count, later)
+    assert sorted(p.name for p in workdir.glob("*.wav")) == [Path(spoken["path"]).name]
+    assert len(listed["voices"]) == 10

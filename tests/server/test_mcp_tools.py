@@ -41,7 +41,11 @@ async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_anno
         assert tool.annotations is not None, name
         assert tool.annotations.open_world_hint is False, name
         assert tool.annotations.read_only_hint is (name in READ_ONLY), name
-        assert tool.annotations.idempotent_hint is (name not in {"translate_file", "ocr_translate"}), name
+        assert tool.annotations.idempotent_hint is (
+            name not in {"translate_file", "ocr_translate", "speak"}
+        ), name
+    # speak writes a new file each call and never overwrites one (issue 14)
+    assert tools["speak"].annotations.destructive_hint is False  # type: ignore[union-attr]
     assert tools["glossary_remove"].annotations.destructive_hint is True  # type: ignore[union-attr]
     # glossary_add replaces a term already in its scope: destructive (issue 9, item 9)
     assert tools["glossary_add"].annotations.destructive_hint is True  # type: ignore[union-attr]
@@ -443,3 +447,84 @@ async def test_translate_through_apertium(server_env: dict[str, str], workdir: P
         )
     assert "casa" in data["translation"].lower()
     assert any("apertium" in hop for hop in data["route"])
+
+
+# ----- speech (issue 14) ---------------------------------------------------------------------------------
+async def test_list_voices_answers_ten_voices_31_languages_and_engines(
+    server_env: dict[str, str], workdir: Path
+) -> None:
+    async with in_process(server_env, roots=[workdir]) as client:
+        out = structured(await client.call_tool("list_voices", {}))
+    assert [v["name"] for v in out["voices"]][:3] == ["aria", "nova", "lyra"] and len(out["voices"]) == 10
+    assert len(out["languages"]) == 31 and out["provenance"] == "on-device"
+    english = next(lang for lang in out["languages"] if lang["code"] == "en")
+    assert english["engines"]  # espeak-ng at least
+    assert out["voices"][0]["languages"]["en"]["standard"]["engine"] in english["engines"]
+    assert set(out["emotions"]) == {"whisper", "shout", "sad", "urgent", "excited", "warm", "calm"}
+
+
+async def test_speak_writes_a_new_wav_inside_the_roots_and_never_overwrites(
+    server_env: dict[str, str], workdir: Path, tmp_path: Path
+) -> None:
+    from dragoman.media.audio import read_wav
+
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    text = "Good morning. The weather is fine today. We leave at nine."
+    (workdir / "taken.wav").write_bytes(b"keep me")
+    (workdir / "out").mkdir()
+    async with in_process(server_env, roots=[workdir]) as client:
+        first = structured(
+            await client.call_tool(
+                "speak",
+                {"text": text, "language": "en", "voice": "marcus", "emotion_preset": "calm"},
+                progress_callback=on_progress,
+            )
+        )
+        second = structured(await client.call_tool("speak", {"text": "Hello.", "language": "en"}))
+        named = structured(
+            await client.call_tool(
+                "speak",
+                {
+                    "text": "Hello.",
+                    "language": "de",
+                    "output_path": "out/hallo.wav",
+                    "emotion": {"pitch_delta_st": 2.0},
+                    "speed": 1.2,
+                },
+            )
+        )
+        taken = error_text(
+            await client.call_tool("speak", {"text": "Hello.", "language": "en", "output_path": "taken.wav"})
+        )
+        outside = error_text(
+            await client.call_tool(
+                "speak", {"text": "Hello.", "language": "en", "output_path": str(tmp_path / "x.wav")}
+            )
+        )
+        bad_speed = error_text(await client.call_tool("speak", {"text": "Hi.", "language": "en", "speed": 2}))
+        bad_lang = error_text(await client.call_tool("speak", {"text": "Hi.", "language": "xx"}))
+        bad_emotion = error_text(
+            await client.call_tool("speak", {"text": "Hi.", "language": "en", "emotion": {"energy_ratio": 9}})
+        )
+    path = Path(first["path"])
+    assert path.parent == workdir.resolve() and path.name == "speech-marcus-en-1.wav"
+    audio = read_wav(path.read_bytes())
+    assert audio.duration == pytest.approx(first["duration_seconds"], abs=0.01) and audio.duration > 2
+    assert first["voice"] == "marcus" and first["language"] == "en" and first["engine"]
+    assert first["sentences"] == 3 and first["provenance"] == "on-device"
+    assert isinstance(first["words"], list)
+    assert Path(second["path"]).name == "speech-aria-en-1.wav"
+    assert named["path"] == str(workdir.resolve() / "out" / "hallo.wav")
+    assert named["language"] == "de"
+    assert (workdir / "taken.wav").read_bytes() == b"keep me"
+    assert "already exists" in taken and "[invalid_request]" in taken
+    assert "[path_not_allowed]" in outside and not (tmp_path / "x.wav").exists()
+    assert "speed" in bad_speed and "[invalid_request]" in bad_speed
+    assert "'xx'" in bad_lang and "[invalid_request]" in bad_lang
+    assert "energy_ratio" in bad_emotion
+    assert [p for p, _, _ in seen] == [1.0, 2.0, 3.0] and seen[-1][1] == 3.0
+    assert not list(workdir.glob(".*.part"))

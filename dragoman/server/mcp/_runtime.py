@@ -28,6 +28,7 @@ from dragoman.server.mcp import _sdk
 from dragoman.settings import Settings
 
 if TYPE_CHECKING:
+    from dragoman.speech.tts.synth import Synthesizer
     from dragoman.translation.engine import Engine
 
 log = logging.getLogger("dragoman.server.mcp")
@@ -58,6 +59,7 @@ class ServerState:
         self.glossary = GlossaryStore(settings.local.glossary_path)
         self.client_log_level: LoggingLevel = "warning"
         self._engine: Engine | None = None
+        self._synthesizer: Synthesizer | None = None
         self._lock = threading.Lock()
 
     def engine(self) -> Engine:
@@ -68,6 +70,15 @@ class ServerState:
 
                 self._engine = Engine(self.settings)
             return self._engine
+
+    def synthesizer(self) -> Synthesizer:
+        """The speech synthesizer (issue 14), created on first use; its engines are probed once."""
+        with self._lock:
+            if self._synthesizer is None:
+                from dragoman.speech.tts.synth import Synthesizer
+
+                self._synthesizer = Synthesizer(self.settings)
+            return self._synthesizer
 
     def close(self) -> None:
         with self._lock:

@@ -65,6 +65,7 @@ from dragoman.server.mcp._runtime import (
     state_of,
     tool_error,
 )
+from dragoman.server.mcp._speech import list_voices, speak
 from dragoman.settings import Settings
 from dragoman.translation.types import GlossaryEntry, TranslateOptions, TranslationResult
 
@@ -512,6 +513,9 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
         ocr_translate,
         _annotations("OCR and translate an image", read_only=False, idempotent=False, destructive=True),
     ),
+    # speech (issue 14): speak writes a new WAV each call and never overwrites one: not destructive
+    (speak, _annotations("Speak text into a WAV file", read_only=False, idempotent=False, destructive=False)),
+    (list_voices, _annotations("List speech voices", read_only=True, idempotent=True)),
 )
 
 
