@@ -22,7 +22,7 @@ import pytest
 from support import needs_apertium
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "hosted.py", "mcp.py", "scale.py")
+SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "hosted.py", "mcp.py", "scale.py", "tts.py")
 
 
 def _load(name: str) -> ModuleType:
@@ -282,6 +282,17 @@ def test_apertium_quick_run() -> None:
     done = _run_script("apertium.py", "--quick", "--lines", "50", timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "50 distinct lines" in done.stdout and "dragoman/plain throughput" in done.stdout
+
+
+@pytest.mark.slow
+def test_tts_quick_run() -> None:
+    done = _run_script("tts.py", "--quick", "--rounds", "1", timeout=400)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert re.search(r"^  pico:\S+\s+[\d.]+x \(", out, re.M), out
+    assert re.search(r"^  en studio \(\w+\)\s+[\d.]+x", out, re.M), out
+    assert re.search(r"^  stream: first audio byte\s+\d+ ms", out, re.M), out
+    assert "4. intelligibility" in out and re.search(r"^  en \(\w+\): aria ", out, re.M), out
 
 
 @pytest.mark.slow

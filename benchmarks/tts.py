@@ -1,0 +1,243 @@
+"""Speech synthesis (issue 14): real-time factor per engine and mode, time to the first streamed byte over
+HTTP, and intelligibility, in one run.
+
+    python benchmarks/tts.py            # every installed engine, 7 rounds
+    python benchmarks/tts.py --quick    # a smoke run: 2 rounds, fewer voices and languages
+
+1. **Real-time factor per engine** (standard): each installed engine speaks the same English (or its own
+   language's) sentence through its own voice, sides alternated round by round; the figure is the audio's
+   seconds over the render's seconds ("x real time"; target: at least 10x for standard renders).
+2. **Per mode**: the synthesizer (voice ``aria``) in standard and studio mode for a language of each engine
+   family, alternated; studio renders at 48 kHz with loudness normalisation, so it costs more.
+3. **Time to first streamed byte** over HTTP: ``POST /api/v1/tts/synth/stream`` of a short sentence on a
+   hosted service running in this process (SQLite, loopback): milliseconds until the first audio bytes
+   after the WAV header arrive, alternated with the whole inline render (``POST /api/v1/tts/synth``) of the
+   same sentence. Target: under 300 ms.
+4. **Intelligibility**: with ``faster-whisper`` installed, the word error rate of a transcription of each
+   render. Without it (the recognition issue has not landed) the stand-in figures are the words per minute
+   and the seconds per word of each voice and language, with the renders whose pace falls outside 60-260
+   words a minute (speech that is cut, or mostly silence) flagged. Say which one printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _harness as harness
+
+SENTENCE = "The quick brown fox jumps over the lazy dog while the children watch from the garden."
+TEXTS = {
+    "en": "The quick brown fox jumps over the lazy dog while the children watch from the garden.",
+    "de": "Der schnelle braune Fuchs springt über den faulen Hund, während die Kinder zuschauen.",
+    "fi": "Nopea ruskea kettu hyppää laiskan koiran yli, kun lapset katsovat puutarhasta.",
+    "pt": "A rápida raposa castanha salta sobre o cão preguiçoso enquanto as crianças olham.",
+    "es": "El rápido zorro marrón salta sobre el perro perezoso mientras los niños miran.",
+    "fr": "Le renard brun rapide saute par-dessus le chien paresseux pendant que les enfants regardent.",
+    "cs": "Rychlá hnědá liška skáče přes líného psa, zatímco se děti dívají ze zahrady.",
+    "ru": "Быстрая коричневая лиса прыгает через ленивую собаку, пока дети смотрят из сада.",
+}
+SHORT = "Hello, this is a short sentence."
+
+
+def rtf_side(render: Any) -> Any:
+    def side() -> float:
+        started = time.perf_counter()
+        seconds = render()
+        return float(seconds) / (time.perf_counter() - started)
+
+    return side
+
+
+def engines_part(synthesizer: Any, rounds: int) -> None:
+    from dragoman.speech.tts.engines import Prosody
+
+    sides: dict[str, Any] = {}
+    for engine in synthesizer.engines():
+        voices = engine.voices()
+        if not voices:
+            print(f"  {engine.name}: no voice installed (skipped)")
+            continue
+        voice = next((v for v in voices if v.language == "en"), voices[0])
+        text = TEXTS.get(voice.language, SENTENCE)
+
+        def render(engine: Any = engine, voice: Any = voice, text: str = text) -> float:
+            return float(engine.synthesize(text, voice.id, Prosody()).audio.duration)
+
+        sides[f"{engine.name}:{voice.id}"] = rtf_side(render)
+    rows = harness.alternate_measured(sides, rounds, warmup=1)
+    print(f"\n1. real-time factor per engine, standard render ({rounds} alternated rounds; target >= 10x)")
+    for name in rows.names:
+        spread = rows.spread(name)
+        mark = "" if spread.median >= 10 else "   (under the 10x target)"
+        print(f"  {name:<28} {spread.text('.1f', 'x')} real time{mark}")
+
+
+def modes_part(synthesizer: Any, rounds: int, languages: list[str]) -> None:
+    from dragoman.speech.tts.types import SynthesisOptions
+
+    sides: dict[str, Any] = {}
+    for code in languages:
+        for mode in ("standard", "studio"):
+            options = SynthesisOptions("aria", code, studio=mode == "studio")
+            try:
+                resolved = synthesizer.resolve(options)
+            except Exception as exc:  # a language no installed engine serves
+                print(f"  {code} {mode}: {exc}")
+                continue
+
+            def render(options: Any = options, code: str = code) -> float:
+                return float(synthesizer.synthesize(TEXTS[code], options).audio.duration)
+
+            sides[f"{code} {mode} ({resolved.voice.engine})"] = rtf_side(render)
+    rows = harness.alternate_measured(sides, rounds, warmup=1)
+    print(f"\n2. real-time factor per mode, voice aria ({rounds} alternated rounds)")
+    for name in rows.names:
+        print(f"  {name:<32} {rows.spread(name).text('.1f', 'x')} real time")
+
+
+def stream_part(rounds: int) -> None:
+    import httpx
+
+    from dragoman.server.hosted.app import create_app
+    from dragoman.service import accounts, migrate
+    from dragoman.service.db import Database
+    from dragoman.settings import Settings
+    from dragoman.testing.daemon import BackgroundDaemon
+    from dragoman.translation.engine import Engine
+
+    tmp = Path(tempfile.mkdtemp(prefix="dragoman-bench-tts-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRAGOMAN_")}
+    env.update(
+        DRAGOMAN_PACKS_DIR=str(tmp / "packs"),
+        DRAGOMAN_GLOSSARY=str(tmp / "glossary.json"),
+        DRAGOMAN_STATE_DIR=str(tmp / "state"),
+        DRAGOMAN_HOSTED_DIR=str(tmp / "hosted"),
+        DRAGOMAN_APERTIUM="0",
+    )
+    settings = Settings.from_env(env)
+    db = Database(settings.hosted.database_url)
+    migrate.upgrade(db)
+    account = accounts.create_account(db, name="benchmark", plan="pro", credits=10**9)
+    key = accounts.create_key(db, account.id).key
+    engine = Engine(settings, provenance="server")
+    app = create_app(settings, engine, db=db, rate_per_minute=10**6, start_workers=False)
+    body = {"voiceId": "aria", "targetLang": "en", "text": SHORT}
+    with (
+        BackgroundDaemon(app) as daemon,
+        httpx.Client(base_url=daemon.url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as client,
+    ):
+
+        def first_byte() -> float:
+            started = time.perf_counter()
+            got = b""
+            at: float | None = None
+            with client.stream("POST", "/api/v1/tts/synth/stream", json=body) as response:
+                response.raise_for_status()
+                for chunk in response.iter_raw():
+                    got += chunk
+                    if at is None and len(got) > 44:
+                        at = time.perf_counter()
+            assert at is not None, "no audio streamed"
+            return (at - started) * 1000
+
+        def inline() -> float:
+            started = time.perf_counter()
+            response = client.post("/api/v1/tts/synth", json=body)
+            response.raise_for_status()
+            return (time.perf_counter() - started) * 1000
+
+        rows = harness.alternate_measured(
+            {"stream: first audio byte": first_byte, "inline: whole WAV": inline}, rounds, warmup=1
+        )
+    engine.close()
+    print(
+        f"\n3. over HTTP (hosted, loopback, SQLite), a short sentence ({len(SHORT)} characters), voice aria"
+    )
+    for name in rows.names:
+        print(f"  {name:<26} {rows.spread(name).text('.0f', ' ms')}")
+    ttfb = rows.spread("stream: first audio byte").median
+    print(
+        f"  target: first streamed audio under 300 ms: {'met' if ttfb < 300 else 'NOT met'} ({ttfb:.0f} ms)"
+    )
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def intelligibility_part(synthesizer: Any, voices: list[str], languages: list[str]) -> None:
+    from dragoman.speech.tts.types import SynthesisOptions
+
+    try:
+        from faster_whisper import WhisperModel  # type: ignore[import-not-found]
+    except ImportError:
+        WhisperModel = None
+    if WhisperModel is not None:
+        print("\n4. intelligibility: word error rate of a faster-whisper transcription")
+    else:
+        print(
+            "\n4. intelligibility (stand-in: faster-whisper is not installed and the recognition issue has "
+            "not landed): words per minute and seconds per word of each render; outside 60-260 wpm flagged"
+        )
+    model = WhisperModel("tiny", device="cpu", compute_type="int8") if WhisperModel is not None else None
+    for code in languages:
+        cells: list[str] = []
+        for voice in voices:
+            result = synthesizer.synthesize(TEXTS[code], SynthesisOptions(voice, code))
+            words = len(_words(TEXTS[code]))
+            if model is not None:
+                import numpy as np
+
+                from dragoman.media.audio import resample
+
+                samples = resample(result.audio, 16000).samples.astype(np.float32)
+                segments, _ = model.transcribe(samples, language=code)
+                heard = _words(" ".join(s.text for s in segments))
+                cells.append(f"{voice} WER {_wer(_words(TEXTS[code]), heard):.0%}")
+            else:
+                wpm = words / result.audio.duration * 60
+                flag = "" if 60 <= wpm <= 260 else " !"
+                cells.append(f"{voice} {wpm:.0f} wpm {result.audio.duration / words:.2f} s/w{flag}")
+        engine = synthesizer.resolve(SynthesisOptions(voices[0], code)).voice.engine
+        print(f"  {code} ({engine}): " + "; ".join(cells))
+
+
+def _wer(ref: list[str], hyp: list[str]) -> float:
+    d = list(range(len(hyp) + 1))
+    for i, r in enumerate(ref, 1):
+        prev, d[0] = d[0], i
+        for j, h in enumerate(hyp, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r != h))
+    return d[len(hyp)] / max(1, len(ref))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = harness.parser(__doc__, rounds=7, quick_rounds=2)
+    parser.add_argument("--no-http", action="store_true", help="skip the HTTP streaming part")
+    args = parser.parse_args(argv)
+    rounds = harness.rounds_of(args)
+
+    from dragoman.settings import Settings
+    from dragoman.speech.tts.synth import Synthesizer
+
+    synthesizer = Synthesizer(Settings.from_env())
+    names = [e.name for e in synthesizer.engines()]
+    print(f"speech engines installed: {', '.join(names) or 'none'}; {os.cpu_count()} CPUs; {rounds} rounds")
+    engines_part(synthesizer, rounds)
+    languages = ["en", "fi", "pt"] if args.quick else ["en", "de", "fi", "pt", "cs"]
+    modes_part(synthesizer, rounds, languages)
+    if not args.no_http:
+        stream_part(max(rounds, 3))
+    voices = ["aria", "marcus"] if args.quick else ["aria", "nova", "lyra", "iris", "maya", "marcus", "kai"]
+    intelligibility_part(synthesizer, voices, list(TEXTS) if not args.quick else ["en", "fi", "pt"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
