@@ -512,6 +512,14 @@ class CloneLimitReached(DragomanError):
     code = "clone_limit_reached"
 
 
+class EditWindowClosed(DragomanError):
+    """A word edit of a render older than the word editor's 12 hours (spec 8): its audio is no longer kept
+    for editing; render it again."""
+
+    status = 410
+    code = "edit_window_closed"
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""

@@ -113,6 +113,7 @@ from dragoman.server.hosted.v1_tts import (
     synth_stream,
     voices,
 )
+from dragoman.server.hosted.v1_tts_voices import ROUTES as TTS_VOICE_ROUTES
 from dragoman.server.hosted.v2 import translate_v2
 from dragoman.service import jobs
 from dragoman.service.db import Database
@@ -325,6 +326,8 @@ ROUTES = [
         response_description="the WAV of a done tts job",
         errors=(*_AUTH_ERRORS, JobNotFound),
     ),
+    # voice matches, word timings and edits (issue 14): :mod:`.v1_tts_voices`
+    *TTS_VOICE_ROUTES,
     ApiRoute(
         "/openapi.json", openapi, method="GET", response=dict[str, Any], response_description="OpenAPI 3.1"
     ),

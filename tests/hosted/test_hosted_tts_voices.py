@@ -1,0 +1,174 @@
+"""Hosted voice matches ("clones"), word timings and word edits over real HTTP (issue 14; spec 4.2 and 8)."""
+
+from __future__ import annotations
+
+import functools
+import uuid
+
+import httpx
+import numpy as np
+import pytest
+from hosted_support import Hosted
+from speech_support import synthesizer
+from sqlalchemy import update
+
+from dragoman.media.audio import Audio, read_wav, wav_bytes
+from dragoman.service import accounts, tts_voices
+from dragoman.service import db as tables
+from dragoman.speech.tts.clones import Clone
+from dragoman.speech.tts.types import SynthesisOptions
+
+REFERENCE = (
+    "Hello there, this is a reference recording for voice matching. It has several sentences, so that it "
+    "lasts long enough. We speak clearly and not too fast, in a quiet room."
+)
+TEXT = "Good morning everyone. The weather today is bright and sunny. We will meet at noon by the river."
+
+
+@functools.cache
+def reference(voice: str) -> bytes:
+    return wav_bytes(synthesizer().synthesize(REFERENCE, SynthesisOptions(voice, "en")).audio)
+
+
+def _post_clone(
+    hosted: Hosted, key: str, data: bytes, name: str | None = "mine", filename: str = "me.wav"
+) -> httpx.Response:
+    fields = {"name": name, "description": "test"} if name is not None else {}
+    with hosted.client(key) as c:
+        return c.post("/api/v1/tts/voices/clones", files={"file": (filename, data)}, data=fields)
+
+
+def test_a_clone_is_made_listed_and_deleted_with_its_clip(hosted: Hosted) -> None:
+    key, key_id = hosted.new_key()
+    r = _post_clone(hosted, key, reference("lyra"))
+    assert r.status_code == 201, r.text
+    clone = r.json()
+    assert uuid.UUID(clone["clone_id"])
+    assert clone["gender"] == "female" and clone["f0_median"] > 165
+    assert clone["persona"] in {"aria", "nova", "lyra", "iris", "maya"}
+    assert 3 <= clone["reference_seconds"] <= 20 and 0 < clone["similarity"] <= 1
+    assert clone["method"].startswith("voice matching")
+    storage = hosted.app.state.storage
+    clip = tts_voices.clip_key(key_id, clone["clone_id"])
+    assert storage.exists(clip)
+    with hosted.client(key) as c:
+        listed = c.get("/api/v1/tts/voices/clones").json()
+        assert [x["clone_id"] for x in listed["clones"]] == [clone["clone_id"]] and listed["limit"] == 25
+        assert c.get(f"/api/v1/tts/voices/clones/{clone['clone_id']}").json()["name"] == "mine"
+    other, _ = hosted.new_key()
+    with hosted.client(other) as c:  # another key sees nothing of it
+        assert c.get(f"/api/v1/tts/voices/clones/{clone['clone_id']}").status_code == 404
+        assert c.delete(f"/api/v1/tts/voices/clones/{clone['clone_id']}").status_code == 404
+        assert c.get("/api/v1/tts/voices/clones").json()["clones"] == []
+    with hosted.client(key) as c:
+        gone = c.delete(f"/api/v1/tts/voices/clones/{clone['clone_id']}")
+        assert gone.status_code == 200 and gone.json()["deleted"] is True
+        assert c.get(f"/api/v1/tts/voices/clones/{clone['clone_id']}").status_code == 404
+    assert not storage.exists(clip)
+
+
+def test_a_male_reference_matches_a_male_voice(hosted: Hosted) -> None:
+    key, _ = hosted.new_key()
+    r = _post_clone(hosted, key, reference("atlas"))
+    assert r.status_code == 201, r.text
+    assert r.json()["gender"] == "male" and r.json()["persona"] in {
+        "marcus",
+        "atlas",
+        "felix",
+        "orion",
+        "kai",
+    }
+
+
+def test_bad_references_are_refused(hosted: Hosted) -> None:
+    key, key_id = hosted.new_key()
+    not_audio = _post_clone(hosted, key, b"%PDF-1.4 this is no audio" * 40, filename="x.pdf")
+    assert not_audio.status_code == 415 and not_audio.json()["code"] == "unsupported_audio"
+    audio = read_wav(reference("aria"))
+    short = Audio(audio.samples[: 2 * audio.rate], audio.rate)
+    too_short = _post_clone(hosted, key, wav_bytes(short))
+    assert too_short.status_code == 400 and "s of speech after silence trimming" in too_short.text
+    silent = _post_clone(hosted, key, wav_bytes(Audio.silence(6.0, 16000)))
+    assert silent.status_code == 400 and "silent" in silent.text
+    noise = np.random.default_rng(3).normal(0, 0.1, 16000 * 6).astype(np.float32)
+    noisy = _post_clone(hosted, key, wav_bytes(Audio(noise, 16000)))
+    assert noisy.status_code == 400 and "too noisy" in noisy.text
+    assert _post_clone(hosted, key, reference("aria"), name=None).status_code == 400
+    assert tts_voices.count_clones(hosted.db, key_id) == 0
+
+
+def test_the_26th_clone_is_a_409(hosted: Hosted) -> None:
+    key, key_id = hosted.new_key()
+    storage = hosted.app.state.storage
+    for i in range(25):
+        fake = Clone(
+            id=str(uuid.uuid4()), name=f"c{i}", description="", gender="female", f0_median=200.0,
+            persona="aria", pitch_st=0.0, formant=1.0, similarity=0.9, similarity_unmatched=0.9,
+            reference_seconds=5.0, created_at=float(i),
+        )  # fmt: skip
+        tts_voices.add_clone(hosted.db, storage, key_id, fake, b"RIFF")
+    r = _post_clone(hosted, key, reference("aria"))
+    assert r.status_code == 409 and r.json()["code"] == "clone_limit_reached"
+    assert tts_voices.count_clones(hosted.db, key_id) == 25
+
+
+def test_words_then_an_edit_that_changes_only_its_span_for_free(hosted: Hosted) -> None:
+    key, key_id = hosted.new_key()
+    account = accounts.get_key(hosted.db, key_id).account_id
+    with hosted.client(key) as c:
+        r = c.post("/api/v1/tts/synth", json={"voiceId": "aria", "targetLang": "en", "text": TEXT})
+        assert r.status_code == 200, r.text
+        job_id = r.headers["x-job-id"]
+        original = read_wav(r.content)
+        words = c.get(f"/api/v1/tts/jobs/{job_id}/words")
+        assert words.status_code == 200, words.text
+        timings = words.json()["words"]
+        assert [w["word"] for w in timings] == TEXT.split()
+        ends = 0.0
+        for w in timings:
+            assert ends <= w["start"] <= w["end"] <= original.duration
+            ends = w["end"]
+        assert c.post(f"/api/v1/tts/jobs/{job_id}/words").json()["words"] == timings  # kept
+        balance_before = accounts.get_account(hosted.db, account).balance
+        edit = c.post(
+            f"/api/v1/tts/jobs/{job_id}/edit",
+            json={"edits": [{"index": 5, "word": "today", "gain_db": -10, "pause_ms": 300}]},
+        )
+        assert edit.status_code == 200, edit.text
+        body = edit.json()
+        assert body["credits"] == 0 and body["edits_applied"] == 1
+        assert body["duration_seconds"] == pytest.approx(original.duration + 0.3, abs=0.002)
+        edited = read_wav(c.get(body["audio_url"]).content)
+        assert c.get(f"/api/v1/tts/jobs/{job_id}/words").json()["words"] == body["words"]
+        bad = c.post(f"/api/v1/tts/jobs/{job_id}/edit", json={"edits": [{"index": 999}]})
+        assert bad.status_code == 400
+        assert c.post(f"/api/v1/tts/jobs/{job_id}/edit", json={"edits": []}).status_code == 400
+    assert accounts.get_account(hosted.db, account).balance == balance_before  # edits cost nothing
+    rate = original.rate
+    a, b = round(timings[5]["start"] * rate), round(timings[5]["end"] * rate)
+    tail = len(original.samples) - b
+    assert np.array_equal(edited.samples[:a], original.samples[:a])
+    assert np.array_equal(edited.samples[-tail:], original.samples[-tail:])
+    assert not np.array_equal(edited.samples[a:b], original.samples[a:b])
+
+
+def test_edits_are_free_and_close_after_12_hours(hosted: Hosted) -> None:
+    key, key_id = hosted.new_key()
+    account = accounts.get_key(hosted.db, key_id).account_id
+    with hosted.client(key) as c:
+        r = c.post("/api/v1/tts/synth", json={"voiceId": "marcus", "targetLang": "en", "text": TEXT})
+        assert r.status_code == 200, r.text
+        job_id = r.headers["x-job-id"]
+        after_render = accounts.get_account(hosted.db, account).balance
+        ok = c.post(f"/api/v1/tts/jobs/{job_id}/edit", json={"edits": [{"index": 0, "speed": 1.5}]})
+        assert ok.status_code == 200 and ok.json()["credits"] == 0
+        assert accounts.get_account(hosted.db, account).balance == after_render
+        with hosted.db.write() as conn:
+            conn.execute(
+                update(tables.jobs)
+                .where(tables.jobs.c.id == job_id)
+                .values(finished_ms=tables.jobs.c.finished_ms - 12 * 3600 * 1000 - 1000)
+            )
+        late = c.post(f"/api/v1/tts/jobs/{job_id}/edit", json={"edits": [{"index": 0, "speed": 1.5}]})
+        assert late.status_code == 410 and late.json()["code"] == "edit_window_closed"
+        assert c.get("/api/v1/tts/jobs/00000000-0000-0000-0000-000000000000/words").status_code == 404
