@@ -551,6 +551,13 @@ def test_openapi_covers_every_route(hosted: Hosted) -> None:
         ("/api/v1/tts/voices", "get"),
         ("/api/v1/tts/jobs/{job_id}", "get"),
         ("/api/v1/tts/jobs/{job_id}/audio", "get"),
+        ("/api/v1/tts/voices/clones", "post"),  # voice matches, words and edits (issue 14)
+        ("/api/v1/tts/voices/clones", "get"),
+        ("/api/v1/tts/voices/clones/{clone_id}", "get"),
+        ("/api/v1/tts/voices/clones/{clone_id}", "delete"),
+        ("/api/v1/tts/jobs/{job_id}/words", "get"),
+        ("/api/v1/tts/jobs/{job_id}/words", "post"),
+        ("/api/v1/tts/jobs/{job_id}/edit", "post"),
         ("/openapi.json", "get"),
     }
     assert {(p, m) for p, ops in paths.items() for m in ops} == expected
