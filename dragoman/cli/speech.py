@@ -3,7 +3,10 @@
 ``dragoman speak TEXT --voice aria --lang en -o out.wav [--emotion warm] [--studio] [--speed 1.2]`` renders
 TEXT (or standard input, with ``-`` or no TEXT) to a WAV file (``-o -`` writes it to standard output); the
 emotion object refines a preset with ``--speed-ratio``, ``--pitch-st``, ``--energy`` and ``--pause-scale``.
-``dragoman voices list`` shows the ten voices, the 31 languages and the engine serving each; ``--json``
+``dragoman voices clone add FILE --name N`` makes a voice match (the nearest voice adapted to the clip's pitch
+and formants; not an identity clone), ``clone list`` and ``clone remove ID`` manage them (kept under the
+user's data directory), and ``dragoman speak --clone ID`` speaks with one. ``dragoman voices list`` shows the
+ten voices, the 31 languages and the engine serving each; ``--json``
 answers the whole catalogue (the same as ``GET /api/v1/tts/voices``).
 
 :func:`register` adds both commands to the top-level parser; the speech modules are imported inside the
@@ -93,7 +96,17 @@ def cmd_speak(args: argparse.Namespace, settings: Settings) -> int:
         emotion=Emotion(**given) if given else None,
         studio=args.studio,
     )
-    result = Synthesizer(settings).synthesize(text, options)
+    synthesizer = Synthesizer(settings)
+    if args.clone:
+        from dataclasses import replace
+
+        from dragoman.speech.tts.clones import LocalCloneStore, synthesize_with_clone
+
+        clone = LocalCloneStore(_clone_dir(args)).get(args.clone)
+        options = replace(options, clone_id=clone.id)
+        result = synthesize_with_clone(synthesizer, text, options, clone)
+    else:
+        result = synthesizer.synthesize(text, options)
     written = _write(args.output, wav_bytes(result.audio), overwrite=args.overwrite)
     if args.json:
         data = result.to_dict()
@@ -143,8 +156,69 @@ def cmd_voices_list(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _clone_dir(args: argparse.Namespace) -> Path | None:
+    """Where clones are kept: the user's data directory (``--clone-dir``, hidden, for tests)."""
+    given = getattr(args, "clone_dir", None)
+    return Path(given).expanduser() if given else None
+
+
+def _clone_line(clone: Any) -> str:
+    return (
+        f"{clone.id}  {clone.name}: {clone.gender}, F0 {clone.f0_median:.0f} Hz -> {clone.persona} "
+        f"{clone.pitch_st:+.1f} st, formants x{clone.formant:g}, similarity {clone.similarity:.3f} "
+        f"(unadapted {clone.similarity_unmatched:.3f}), {clone.reference_seconds:.1f} s of speech"
+    )
+
+
+def cmd_clone_add(args: argparse.Namespace, settings: Settings) -> int:
+    """A voice match (not an identity clone): the nearest of the ten voices adapted to the clip."""
+    from dragoman.errors import FileAccessError
+    from dragoman.speech.tts.clones import MAX_CLIP_BYTES, LocalCloneStore
+    from dragoman.speech.tts.synth import Synthesizer
+
+    path = Path(args.file).expanduser()
+    try:
+        if path.stat().st_size > MAX_CLIP_BYTES:
+            raise InvalidRequest(f"{path} is over {MAX_CLIP_BYTES:,} bytes; a reference is 3-20 s of speech")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FileAccessError(f"cannot read {path}: {exc.strerror or exc}") from None
+    store = LocalCloneStore(_clone_dir(args))
+    clone = store.create(data, args.name, args.description, Synthesizer(settings))
+    if args.json:
+        _print_json(clone.to_dict())
+    else:
+        print(_clone_line(clone))
+    return 0
+
+
+def cmd_clone_list(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.speech.tts.clones import LocalCloneStore
+
+    found = LocalCloneStore(_clone_dir(args)).list()
+    if args.json:
+        _print_json([c.to_dict() for c in found])
+    elif not found:
+        print("no voice clones (dragoman voices clone add FILE --name N)")
+    for clone in [] if args.json else found:
+        print(_clone_line(clone))
+    return 0
+
+
+def cmd_clone_remove(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.speech.tts.clones import LocalCloneStore
+
+    LocalCloneStore(_clone_dir(args)).remove(args.id)
+    if args.json:
+        _print_json({"id": args.id, "removed": True})
+    else:
+        print(f"removed clone {args.id} and its clip")
+    return 0
+
+
 def register(subparsers: _SubParsers[argparse.ArgumentParser]) -> None:
-    """Adds ``dragoman speak`` and ``dragoman voices list`` to the top-level subparsers."""
+    """Adds ``dragoman speak``, ``dragoman voices list`` and ``dragoman voices clone add|list|remove`` to the
+    top-level subparsers."""
     p = subparsers.add_parser("speak", help="speak text into a WAV file (argument or stdin)")
     _common(p)
     p.add_argument("text", nargs="?", help="the text; '-' or nothing reads stdin")
@@ -166,6 +240,10 @@ def register(subparsers: _SubParsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--pitch-st", type=_number, help="emotion: pitch change in semitones, -12..12")
     p.add_argument("--energy", type=_number, help="emotion: energy (amplitude) ratio 0.25-4.0")
     p.add_argument("--pause-scale", type=_number, help="emotion: pause scale 0-3")
+    p.add_argument(
+        "--clone", metavar="ID", help="a voice match (dragoman voices clone list); overrides --voice"
+    )
+    p.add_argument("--clone-dir", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_speak)
 
     voices = subparsers.add_parser("voices", help="the speech voices")
@@ -176,3 +254,26 @@ def register(subparsers: _SubParsers[argparse.ArgumentParser]) -> None:
     pl = vsub.add_parser("list", help="the ten voices, the 31 languages and the engine serving each")
     _common(pl)
     pl.set_defaults(func=cmd_voices_list)
+
+    clone = vsub.add_parser(
+        "clone", help="voice matches: the nearest voice adapted to a reference clip's pitch and formants"
+    )
+    csub = clone.add_subparsers(dest="clone_command", required=True)
+    ca = csub.add_parser(
+        "add", help="make a voice match from a 3-20 s reference clip (WAV, or what ffmpeg reads)"
+    )
+    _common(ca)
+    ca.add_argument("file", help="the reference clip")
+    ca.add_argument("--name", required=True, help="a name for the clone")
+    ca.add_argument("--description", default="", help="a description")
+    ca.add_argument("--clone-dir", help=argparse.SUPPRESS)
+    ca.set_defaults(func=cmd_clone_add)
+    cl = csub.add_parser("list", help="the voice matches stored on this machine")
+    _common(cl)
+    cl.add_argument("--clone-dir", help=argparse.SUPPRESS)
+    cl.set_defaults(func=cmd_clone_list)
+    cr = csub.add_parser("remove", help="remove a voice match and its stored clip")
+    _common(cr)
+    cr.add_argument("id", help="the clone's id")
+    cr.add_argument("--clone-dir", help=argparse.SUPPRESS)
+    cr.set_defaults(func=cmd_clone_remove)
