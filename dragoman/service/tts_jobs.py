@@ -4,9 +4,10 @@
 :func:`tts_params` is what a front door stores as a job's params (and :func:`options_of` reads back).
 
 **Params** (JSON): ``text``; ``options`` (:meth:`SynthesisOptions.to_dict`: voice, language, speed,
-emotion_preset, emotion, studio, clone_id); ``voice_id``, ``target_lang`` and ``char_count`` as the request
-gave them (the ``tts.done`` webhook's fields); ``base_url`` (where ``audio_url`` starts: the service's
-configured base URL or the request's).
+emotion_preset, emotion, studio, clone_id); ``clone`` (a voice match's analysis, when ``cloneId`` was given:
+:class:`~dragoman.speech.tts.clones.Clone` as JSON); ``voice_id``, ``target_lang``, ``char_count`` as the
+request gave them (the ``tts.done`` webhook's fields); ``base_url`` (where ``audio_url`` starts: the
+service's configured base URL or the request's).
 
 **Artifacts** (storage keys, under ``tts/<job id>/``):
 
@@ -168,7 +169,13 @@ def render(
         raise InvalidRequest("the tts job has no text")
     options = options_of(params)
     context.check()
-    result = synthesizer.synthesize(text, options, context)
+    clone = params.get("clone")
+    if isinstance(clone, Mapping):  # a voice match (dragoman.speech.tts.clones): the matched voice adapted
+        from dragoman.speech.tts.clones import Clone, synthesize_with_clone
+
+        result = synthesize_with_clone(synthesizer, text, options, Clone.from_dict(dict(clone)), context)
+    else:
+        result = synthesizer.synthesize(text, options, context)
     wav = wav_bytes(result.audio)
     storage.put_bytes(audio_key(job_id), wav)
     storage.put_bytes(layout_key(job_id), json.dumps(layout(result, text), ensure_ascii=False).encode())

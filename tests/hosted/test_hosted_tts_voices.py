@@ -172,3 +172,26 @@ def test_edits_are_free_and_close_after_12_hours(hosted: Hosted) -> None:
         late = c.post(f"/api/v1/tts/jobs/{job_id}/edit", json={"edits": [{"index": 0, "speed": 1.5}]})
         assert late.status_code == 410 and late.json()["code"] == "edit_window_closed"
         assert c.get("/api/v1/tts/jobs/00000000-0000-0000-0000-000000000000/words").status_code == 404
+
+
+def test_synth_with_a_clone_id_speaks_the_matched_voice(hosted: Hosted) -> None:
+    from speech_support import f0_median
+
+    key, _ = hosted.new_key()
+    made = _post_clone(hosted, key, reference("lyra"))
+    assert made.status_code == 201, made.text
+    clone = made.json()
+    body = {"voiceId": "marcus", "targetLang": "en", "text": TEXT, "cloneId": clone["clone_id"]}
+    with hosted.client(key) as c:
+        r = c.post("/api/v1/tts/synth", json=body)
+        assert r.status_code == 200, r.text
+        audio = read_wav(r.content)
+        assert f0_median(audio) > 165  # the female match, not marcus
+        job = c.get(f"/api/v1/tts/jobs/{r.headers['x-job-id']}").json()
+        assert job["status"] == "done"
+        streamed = c.post("/api/v1/tts/synth/stream", json=body)
+        assert streamed.status_code == 200 and len(streamed.content) > 44
+    other, _ = hosted.new_key()
+    with hosted.client(other) as c:  # another key's clone is not found
+        assert c.post("/api/v1/tts/synth", json=body).status_code == 404
+        assert c.post("/api/v1/tts/synth", json={**body, "cloneId": "not-a-uuid"}).status_code == 404

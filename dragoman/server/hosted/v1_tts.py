@@ -123,8 +123,6 @@ def _options(req: TtsRequest) -> SynthesisOptions:
     code, tag = language_code(req.target_lang)
     if len(code) != 2 or tag != code:
         raise InvalidRequest(f"targetLang must be a two-letter code such as 'en', not {req.target_lang!r}")
-    if req.clone_id is not None:
-        raise InvalidRequest(f"no voice clone {req.clone_id!r} for this key (POST /api/v1/tts/voices/clones)")
     return SynthesisOptions(
         voice=req.voice_id,
         language=code,
@@ -141,9 +139,19 @@ def _title(text: str) -> str:
     return line[:77] + "..." if len(line) > 80 else line
 
 
-def _prepared(request: Request, body: bytes) -> tuple[TtsRequest, SynthesisOptions, dict[str, Any], int]:
+def _prepared(
+    request: Request, body: bytes, key: KeyInfo
+) -> tuple[TtsRequest, SynthesisOptions, dict[str, Any], int]:
     req = parse_model(TtsRequest, body, _EXAMPLE)
     options = _options(req)
+    clone = None
+    if options.clone_id is not None:  # a voice match of this key (404 otherwise) overrides voiceId
+        from dataclasses import replace
+
+        from dragoman.service import tts_voices
+
+        clone = tts_voices.get_clone(request.app.state.db, key.key_id, options.clone_id)
+        options = replace(options, voice=clone.persona)
     quote = billing.tts_quote(len(req.text), studio=options.studio, clone=options.clone_id is not None)
     params = tts_jobs.tts_params(
         req.text,
@@ -152,6 +160,8 @@ def _prepared(request: Request, body: bytes) -> tuple[TtsRequest, SynthesisOptio
         target_lang=options.language,
         base_url=base_url(request),
     )
+    if clone is not None:
+        params["clone"] = clone.to_dict()  # the analysis the render adapts the voice to
     return req, options, params, quote.credits
 
 
@@ -201,7 +211,7 @@ def _submit(
 
 
 async def _synth(request: Request, key: KeyInfo, body: bytes, reservation: Reservation | None) -> Response:
-    req, _options_, params, credits = _prepared(request, body)
+    req, _options_, params, credits = _prepared(request, body, key)
     webhook = await anyio.to_thread.run_sync(check_webhook, request, req.webhook)
     title = req.title or _title(req.text)
     state = request.app.state
@@ -297,10 +307,18 @@ async def synth_stream(request: Request) -> Response:
     synthesizer: Synthesizer = state.synthesizer
 
     async def run(reservation: Reservation | None) -> Response:
-        req, options, params, credits = _prepared(request, body)
+        req, options, params, credits = _prepared(request, body, key)
         context = JobContext.of()
         # refused before any byte is sent (voice, language, text) and before credits are reserved
-        chunks = await anyio.to_thread.run_sync(synthesizer.stream, req.text, options, context)
+        if "clone" in params:  # the matched voice (dragoman.speech.tts.clones)
+            from dragoman.speech.tts.clones import Clone, stream_with_clone
+
+            clone = Clone.from_dict(params["clone"])
+            chunks = await anyio.to_thread.run_sync(
+                stream_with_clone, synthesizer, req.text, options, clone, context
+            )
+        else:
+            chunks = await anyio.to_thread.run_sync(synthesizer.stream, req.text, options, context)
         rate = await anyio.to_thread.run_sync(synthesizer.stream_rate, options)
         job = await anyio.to_thread.run_sync(
             lambda: jobs.submit(

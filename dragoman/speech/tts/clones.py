@@ -53,7 +53,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
@@ -592,20 +592,10 @@ def _clamp(value: float, bounds: tuple[float, float]) -> float:
     return min(max(value, bounds[0]), bounds[1])
 
 
-def render_adapted(
-    synth: Synthesizer,
-    text: str,
-    options: SynthesisOptions,
-    pitch_st: float,
-    formant: float,
-    context: JobContext | None = None,
-) -> SynthesisResult:
-    """``options``' persona moved by ``pitch_st`` semitones with its formants times ``formant``: the engine
-    renders at pitch ``pitch_st − 12·log2(formant)`` and rate ``1/formant`` (on top of the options' emotion),
-    then the audio is played ``formant`` times faster, which brings pitch and pace back and moves formants."""
-    from dragoman.speech.tts.engines import WordTiming
-    from dragoman.speech.tts.synth import formant_shift
-
+def adapted_options(options: SynthesisOptions, pitch_st: float, formant: float) -> SynthesisOptions:
+    """``options`` with the emotion refined so the engine renders ``pitch_st − 12·log2(formant)`` semitones
+    higher and ``1/formant`` times as fast: after :func:`~dragoman.speech.tts.synth.formant_shift` by
+    ``formant`` the pitch is ``pitch_st`` higher, the pace as asked, and the formants times ``formant``."""
     base = options.emotion or NEUTRAL
     compensation = 12 * math.log2(formant)
     emotion = Emotion(
@@ -614,12 +604,44 @@ def render_adapted(
         energy_ratio=base.energy_ratio,
         pause_scale=base.pause_scale,
     )
-    result = synth.synthesize(text, replace(options, emotion=emotion), context)
+    return replace(options, emotion=emotion)
+
+
+def render_adapted(
+    synth: Synthesizer,
+    text: str,
+    options: SynthesisOptions,
+    pitch_st: float,
+    formant: float,
+    context: JobContext | None = None,
+) -> SynthesisResult:
+    """``options``' persona moved by ``pitch_st`` semitones with its formants times ``formant``
+    (:func:`adapted_options`, then the audio played ``formant`` times faster)."""
+    from dragoman.speech.tts.engines import WordTiming
+    from dragoman.speech.tts.synth import formant_shift
+
+    result = synth.synthesize(text, adapted_options(options, pitch_st, formant), context)
     audio = formant_shift(result.audio, formant)
     words = result.words
     if words is not None and formant != 1.0:
         words = tuple(WordTiming(w.word, w.start / formant, w.end / formant) for w in words)
     return replace(result, audio=audio, words=words, options=options)
+
+
+def stream_with_clone(
+    synth: Synthesizer,
+    text: str,
+    options: SynthesisOptions,
+    clone: Clone,
+    context: JobContext | None = None,
+) -> Iterator[Audio]:
+    """:meth:`Synthesizer.stream` in the clone's matched voice (each chunk formant-shifted). Everything that
+    can be refused is refused before the first chunk, as there."""
+    from dragoman.speech.tts.synth import formant_shift
+
+    options = replace(options, voice=clone.persona, clone_id=clone.id)
+    chunks = synth.stream(text, adapted_options(options, clone.pitch_st, clone.formant), context)
+    return (formant_shift(chunk, clone.formant) for chunk in chunks)
 
 
 def synthesize_with_clone(
