@@ -100,3 +100,12 @@ def test_edit_bodies_are_checked() -> None:
     for body in bodies:
         with pytest.raises(InvalidRequest):
             parse_edits(body, words)
+
+
+def test_every_render_has_word_timings() -> None:
+    """No engine here gives word events: the synthesizer answers the alignment against the text."""
+    for voice, studio in (("aria", False), ("nova", True)):
+        result = render(voice, studio)
+        assert result.words is not None
+        assert result.words == align_render(result.audio, TEXT, "en")
+        assert result.to_dict()["words"][0]["word"] == "Good"  # type: ignore[index]

@@ -10,7 +10,9 @@ between threads. A render:
 3. renders each sentence with the engine, then applies the voice's formant scale, the preset's voice quality
    and the energy gain (:mod:`~dragoman.speech.tts.emotion`);
 4. joins the sentences with pauses (studio: trimmed sentences, longer pauses, breaths, 48 kHz, −16 LUFS;
-   :mod:`~dragoman.speech.tts.studio`).
+   :mod:`~dragoman.speech.tts.studio`);
+5. gives word timings: the engine's events where it has them, else the words aligned against the known text
+   (:func:`~dragoman.speech.tts.words.align_render`).
 
 Progress is reported after every sentence and cancellation (and the deadline) is checked before each one, so
 a cancelled render stops within one sentence. :meth:`Synthesizer.stream` yields the audio sentence by
@@ -184,6 +186,10 @@ class Synthesizer:
             audio = studio_mode.master(
                 resample(audio, studio_mode.STUDIO_RATE), plan.style.emotion.energy_ratio
             )
+        if words is None:  # no engine events: the words aligned against the known text (tts.words)
+            from dragoman.speech.tts.words import align_render
+
+            words = list(align_render(audio, text, plan.voice.voice.language))
         notes: list[str] = []
         if plan.voice.shifted:
             gender, voice = plan.voice.persona.gender, plan.voice.voice
