@@ -109,3 +109,27 @@ def test_every_render_has_word_timings() -> None:
         assert result.words is not None
         assert result.words == align_render(result.audio, TEXT, "en")
         assert result.to_dict()["words"][0]["word"] == "Good"  # type: ignore[index]
+
+
+def test_several_edits_change_only_their_spans_and_move_the_words_between() -> None:
+    audio = render().audio
+    words = align_render(audio, TEXT, "en")
+    rate = audio.rate
+    edits = [WordEdit(9, speed=0.7), WordEdit(2, pause_ms=250), WordEdit(5, pitch_st=-2.0)]
+    edited, after = apply_edits(audio, words, edits)
+    x, y = audio.samples, edited.samples
+    # each stretch of untouched input (before, between and after the edited words) is in the output byte for
+    # byte, moved by what the timings of its first word say (within the timings' 0.1 ms rounding)
+    stretches = [(0, 2, None), (2, 5, 3), (5, 9, 6), (9, len(words), 10)]
+    for before, after_word, first in stretches:
+        lo = 0 if first is None else round(words[before].end * rate)
+        hi = round(words[after_word].start * rate) if after_word < len(words) else len(x)
+        guess = 0 if first is None else round((after[first].start - words[first].start) * rate)
+        matches = [
+            m for m in range(guess - 3, guess + 4) if y[lo + m : hi + m].tobytes() == x[lo:hi].tobytes()
+        ]
+        assert matches, (before, after_word, guess)
+    for i in range(1, len(after)):
+        assert after[i - 1].end <= after[i].start + 1e-6
+    assert after[3].start - words[3].start == pytest.approx(0.25, abs=2 / rate)
+    assert after[10].start - words[10].start > 0.25 + (words[9].end - words[9].start) * 0.3

@@ -234,6 +234,10 @@ def _process(segment: Audio, edit: WordEdit) -> npt.NDArray[np.float32]:
     return samples.astype(np.float32)
 
 
+def _moved(word: WordTiming, seconds: float) -> WordTiming:
+    return WordTiming(word.word, round(word.start + seconds, 4), round(word.end + seconds, 4))
+
+
 def apply_edits(
     audio: Audio, words: Sequence[WordTiming], edits: Sequence[WordEdit]
 ) -> tuple[Audio, tuple[WordTiming, ...]]:
@@ -242,31 +246,41 @@ def apply_edits(
     samples = audio.samples
     timings = list(words)
     fade = max(1, round(CROSSFADE_S * audio.rate))
-    for edit in sorted(edits, key=lambda e: e.index, reverse=True):
-        if edit.neutral:
-            continue
-        word = timings[edit.index]
-        a = min(len(samples), round(word.start * audio.rate))
+    pieces: list[npt.NDArray[np.float32]] = []
+    done = 0  # samples of the input already in pieces
+    shift = 0  # samples the output has gained so far (edits before the current word)
+    ordered = sorted(edits, key=lambda e: e.index)
+    for position, edit in enumerate(ordered):
+        word = words[edit.index]
+        a = min(len(samples), max(done, round(word.start * audio.rate)))
         b = min(len(samples), max(a, round(word.end * audio.rate)))
-        original = samples[a:b]
-        if edit.pitch_st or edit.speed != 1.0 or edit.gain_db:
-            new = _process(Audio(original, audio.rate), edit) if len(original) else original
-            edge = min(fade, len(original) // 2, len(new) // 2)
-            if edge > 0:
-                ramp = np.linspace(0.0, 1.0, edge, dtype=np.float32)
-                new = new.copy()
-                new[:edge] = original[:edge] * (1 - ramp) + new[:edge] * ramp
-                new[-edge:] = new[-edge:] * (1 - ramp) + original[-edge:] * ramp
-        else:
+        if not edit.neutral:
+            original = samples[a:b]
             new = original
-        pause = np.zeros(round(edit.pause_ms / 1000 * audio.rate), dtype=np.float32)
-        samples = np.concatenate([samples[:a], new, pause, samples[b:]]).astype(np.float32)
-        delta = (len(new) + len(pause) - len(original)) / audio.rate
-        new_end = (a + len(new)) / audio.rate
-        timings[edit.index] = WordTiming(word.word, word.start, round(new_end, 4))
-        for k in range(edit.index + 1, len(timings)):
-            t = timings[k]
-            timings[k] = WordTiming(t.word, round(t.start + delta, 4), round(t.end + delta, 4))
+            if (edit.pitch_st or edit.speed != 1.0 or edit.gain_db) and len(original):
+                new = _process(Audio(original, audio.rate), edit)
+                edge = min(fade, len(original) // 2, len(new) // 2)
+                if edge > 0:
+                    ramp = np.linspace(0.0, 1.0, edge, dtype=np.float32)
+                    new = new.copy()
+                    new[:edge] = original[:edge] * (1 - ramp) + new[:edge] * ramp
+                    new[-edge:] = new[-edge:] * (1 - ramp) + original[-edge:] * ramp
+            pause = np.zeros(round(edit.pause_ms / 1000 * audio.rate), dtype=np.float32)
+            pieces += [samples[done:a], new, pause]
+            done = b
+            start = word.start + shift / audio.rate
+            timings[edit.index] = WordTiming(
+                word.word, round(start, 4), round((a + shift + len(new)) / audio.rate, 4)
+            )
+            shift += len(new) + len(pause) - len(original)
+        else:
+            timings[edit.index] = _moved(word, shift / audio.rate)
+        # the words up to the next edit move by what the edits so far added
+        stop = ordered[position + 1].index if position + 1 < len(ordered) else len(words)
+        for k in range(edit.index + 1, stop):
+            timings[k] = _moved(words[k], shift / audio.rate)
+    pieces.append(samples[done:])
+    samples = np.concatenate(pieces).astype(np.float32) if len(pieces) > 1 else samples
     return Audio(samples, audio.rate), tuple(timings)
 
 
