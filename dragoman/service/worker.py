@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -247,7 +248,9 @@ class HostedWorker:
         install_signal_handlers: bool = True,
     ) -> None:
         """Work until SIGTERM/SIGINT (Procrastinate's graceful stop: running jobs get ``graceful_s``)."""
+        import psycopg
         from procrastinate.exceptions import ConnectorException
+        from psycopg_pool import PoolTimeout
 
         self.runner.start()
         if self.dispatcher is not None:
@@ -255,8 +258,14 @@ class HostedWorker:
         watch = _SideTaskFailed()
         logging.getLogger("procrastinate").addHandler(watch)
         pause = RESTART_FIRST_S
+        # Procrastinate handles SIGTERM/SIGINT while its worker runs; between two runs these end the worker.
+        stopping = threading.Event()
+        previous: dict[signal.Signals, Any] = {}
+        if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                previous[signum] = signal.signal(signum, lambda *_: stopping.set())
         try:
-            while True:  # Procrastinate's worker stops when it loses the database: start it again
+            while not stopping.is_set():  # Procrastinate's worker stops when it loses the database: again
                 watch.seen = False
                 started = time.monotonic()
                 try:
@@ -270,7 +279,7 @@ class HostedWorker:
                         delete_jobs="successful",
                         install_signal_handlers=install_signal_handlers,
                     )
-                except ConnectorException as exc:
+                except (ConnectorException, PoolTimeout, psycopg.OperationalError) as exc:  # database away
                     cause = f"{type(exc.__cause__ or exc).__name__}"
                 else:
                     if not watch.seen:
@@ -284,9 +293,12 @@ class HostedWorker:
                     cause,
                     pause,
                 )
-                time.sleep(pause)
+                if stopping.wait(pause):
+                    return
                 pause = min(RESTART_MAX_S, pause * 2)
         finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
             logging.getLogger("procrastinate").removeHandler(watch)
             self.close()
 
