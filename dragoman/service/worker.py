@@ -148,14 +148,21 @@ class HostedWorker:
         self.app = make_app(self, maintenance_s=maintenance_s, purge_s=purge_s)
 
     def _default_handlers(self) -> dict[str, Handler]:
+        handlers: dict[str, Handler] = {}
+        if "tts" in self.queues:  # speech (issue 14): the synthesizer probes its engines on first use
+            from dragoman.service.tts_jobs import make_tts_handler
+            from dragoman.speech.tts.synth import Synthesizer
+
+            handlers["tts"] = make_tts_handler(Synthesizer(self.settings))
         if "translate" not in self.queues:
-            return {}
+            return handlers
         from dragoman.service.translation_jobs import make_translate_handler
         from dragoman.translation.engine import Engine
 
         self._engine = Engine(self.settings, provenance="server")
         self.owns_engine = True
-        return {"translate": make_translate_handler(self._engine)}
+        handlers["translate"] = make_translate_handler(self._engine)
+        return handlers
 
     # ----- the tasks' work ----------------------------------------------------------------------------
     def run_job(self, context: TaskContext, job_id: str) -> None:

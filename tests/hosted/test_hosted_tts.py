@@ -4,11 +4,16 @@ spec 8, the 400s, and the ``tts.done`` / ``tts.failed`` (refunded) webhooks."""
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -364,3 +369,61 @@ def test_tts_jobs_need_a_key_and_are_the_keys_own(hosted: Hosted) -> None:
     with hosted.client() as other:
         assert other.get(f"/api/v1/tts/jobs/{job_id}").status_code == 404
         assert other.get(f"/api/v1/tts/jobs/{job_id}/audio").status_code == 404
+
+
+# ----- scaled out: a Procrastinate worker process runs tts jobs ------------------------------------------
+@pytest.mark.slow
+def test_a_worker_process_on_the_tts_queue_renders_and_sends_tts_done(
+    start_hosted: Any, db_backend: Any, postgres_server: Any, tmp_path: Path, receiver: Receiver
+) -> None:
+    from db_support import DbBackend
+
+    if db_backend.is_postgres:
+        pytest.skip("runs once: it makes its own PostgreSQL database (Procrastinate needs one)")
+
+    from dragoman.service import dispatch
+    from dragoman.service.db import Database
+
+    backend = DbBackend("postgresql", postgres_server)
+    url = backend.url(tmp_path / "pg")
+    db = Database(url)
+    try:
+        dispatch.apply_schema(db)
+    finally:
+        db.dispose()
+    hosted = start_hosted(db_url=url, dispatch="procrastinate")
+    key, account = _account(hosted, webhook_url=receiver.url)
+    text = (SENTENCE * 34).strip()
+    env = {
+        **os.environ,
+        "DRAGOMAN_DB_URL": url,
+        "DRAGOMAN_DISPATCH": "procrastinate",
+        "DRAGOMAN_HOSTED_DIR": str(hosted.settings.hosted.data_dir),
+        "DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE": "1",
+        "DRAGOMAN_STATE_DIR": str(tmp_path / "worker-state"),
+    }
+    with hosted.client(key) as c:
+        r = c.post("/api/v1/tts/synth", json={"voiceId": "iris", "targetLang": "es", "text": text})
+        assert r.status_code == 202, r.text
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "dragoman.cli", "hosted", "worker", "--queues", "tts,webhooks"],
+            env=env,
+            cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            job = wait_tts(c, r.json()["job_id"])
+            receiver.wait()
+            audio = c.get(job["audio_url"])
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=60)
+    assert job["status"] == "done", (job, err.decode(errors="replace")[-3000:])
+    assert read_wav(audio.content).duration == pytest.approx(job["duration_seconds"], abs=0.01)
+    payload = public_webhooks.verify(receiver.received[0][1], receiver.received[0][0], SECRETS[key])
+    assert payload["event"] == "tts.done" and payload["target_lang"] == "es"
+    assert balance(hosted, account) == 10_000 - 50
+    hosted.stop()
+    hosted.db.dispose()
+    backend.close()
