@@ -195,6 +195,9 @@ class EngineSettings:
     intra_threads: int = field(
         default_factory=_intra_threads, metadata=env("DRAGOMAN_INTRA_THREADS", as_int(0))
     )
+    #: Where CTranslate2 packs run: 'auto' (a CUDA GPU when CTranslate2 sees one, else the CPU), 'cpu' or
+    #: 'cuda'. On a GPU one replica runs the batches (the dynamic batcher merges callers into them).
+    device: str = field(default="auto", metadata=env("DRAGOMAN_DEVICE", as_choice("auto", "cpu", "cuda")))
     #: Loaded models are unloaded, least recently used first, to stay under this many bytes (0: no budget),
     #: and after this many seconds unused (0: never).
     model_memory_budget: int = field(default=0, metadata=env("DRAGOMAN_MODEL_MEMORY_BUDGET", as_int(0)))

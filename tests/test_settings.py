@@ -48,6 +48,7 @@ CASTS: list[tuple[str, str, str, str, object]] = [
     ("DRAGOMAN_APERTIUM_MAX_PIPELINES", "2", "engine", "apertium_max_pipelines", 2),
     ("DRAGOMAN_APERTIUM_IDLE_SECONDS", "0", "engine", "apertium_idle_seconds", 0.0),
     ("DRAGOMAN_BATCHING", "0", "engine", "batching", False),
+    ("DRAGOMAN_DEVICE", "cpu", "engine", "device", "cpu"),
     ("DRAGOMAN_BATCH_WINDOW_MS", "0.5", "engine", "batch_window_ms", 0.5),
     ("DRAGOMAN_GLOSSARY", "/g/glossary.json", "local", "glossary_path", Path("/g/glossary.json")),
     ("DRAGOMAN_ALLOWED_DIRS", f"/x{SEP} {SEP}/y", "local", "allowed_dirs", (Path("/x"), Path("/y"))),

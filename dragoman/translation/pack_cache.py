@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dragoman.errors import PackNotInstalled
+from dragoman.errors import BackendError, PackNotInstalled
 from dragoman.limits import Tier
 from dragoman.models.cache import CacheEntry, ModelCache
 from dragoman.models.manifest import DEFAULT_RANKS, PackManifest
@@ -37,7 +37,7 @@ from dragoman.settings import Settings
 from dragoman.translation.backends._apertium_pipeline import PipelinePool
 from dragoman.translation.backends.apertium import ApertiumBackend, ApertiumMode, discover_modes
 from dragoman.translation.backends.base import Backend
-from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
+from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend, compute_device
 from dragoman.translation.routing import find_routes
 from dragoman.translation.types import Hop, Route
 
@@ -102,6 +102,8 @@ class PackCache:
         reap_every: float | None = None,
     ) -> None:
         self._settings = settings
+        #: Set once a GPU chosen by DRAGOMAN_DEVICE=auto failed to run a pack: later packs go to the CPU.
+        self._cuda_unusable = False
         self._store = PackStore(settings)
         sweep_stale(self._store.root)  # staging folders of installs killed earlier; never raises or waits
         self._lock = threading.Lock()
@@ -213,12 +215,27 @@ class PackCache:
             return ApertiumBackend(entry.mode, pool=self._pipelines)
         assert entry.manifest is not None
         log.info("loading pack %s from %s", entry.id, entry.path)
-        return CTranslate2Backend.load(
+        engine = self._settings.engine
+        device = "cpu" if self._cuda_unusable else compute_device(engine.device)
+        backend = CTranslate2Backend.load(
             entry.manifest,
             entry.path,
-            inter_threads=self._settings.engine.inter_threads,
-            intra_threads=self._settings.engine.intra_threads,
+            device=device,
+            # On a GPU one replica per device: parallel calls would only queue on it, batches fill it.
+            inter_threads=1 if device == "cuda" else engine.inter_threads,
+            intra_threads=engine.intra_threads,
         )
+        if device == "cuda":
+            try:
+                backend.smoke_test()
+            except BackendError as exc:
+                backend.close()
+                if engine.device == "cuda":  # asked for by name: say so rather than run elsewhere
+                    raise
+                log.warning("the GPU cannot run packs (%s); packs run on the CPU", exc.message)
+                self._cuda_unusable = True
+                return self._load(entry)
+        return backend
 
     @staticmethod
     def _size(entry: _Entry) -> Callable[[], int]:

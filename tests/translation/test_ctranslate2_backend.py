@@ -293,3 +293,18 @@ def test_cpu_support() -> None:
     compute = info["compute_types_cpu"]
     assert isinstance(compute, list) and "float32" in compute
     assert isinstance(info["cuda_devices"], int)
+
+
+def test_the_device_is_the_cpu_unless_ctranslate2_sees_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctranslate2
+
+    from dragoman.errors import ConfigError
+    from dragoman.translation.backends.ctranslate2_backend import compute_device
+
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
+    assert compute_device("auto") == "cpu" and compute_device("cpu") == "cpu"
+    with pytest.raises(ConfigError, match="DRAGOMAN_DEVICE=cuda"):
+        compute_device("cuda")
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
+    assert compute_device("auto") == "cuda" and compute_device("cuda") == "cuda"
+    assert compute_device("cpu") == "cpu"

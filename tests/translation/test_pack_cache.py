@@ -173,3 +173,43 @@ def test_apertium_pairs_installed_later_are_found(
         assert cache.routes("eng_Latn", "spa_Latn")[0].hops[0].pack_id == "apertium-eng-spa"
     finally:
         cache.close()
+
+
+def test_a_gpu_that_cannot_run_packs_falls_back_to_the_cpu_under_auto(
+    tmp_path: Path, tiny_argos_pack: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CTranslate2 sees a GPU but cannot run on it (its CUDA libraries are missing): with the device
+    'auto' the pack loads again on the CPU and translates; named 'cuda', the failure is reported."""
+    import shutil
+
+    from dragoman.translation.backends import ctranslate2_backend as ct2
+
+    shutil.copytree(tiny_argos_pack, tmp_path / "packs" / "translate-en_es")
+    real_load = ct2.CTranslate2Backend.load.__func__  # type: ignore[attr-defined]
+    devices: list[str] = []
+
+    def load(cls: type[ct2.CTranslate2Backend], /, *args: object, **kwargs: object) -> ct2.CTranslate2Backend:
+        devices.append(str(kwargs["device"]))
+        kwargs["device"] = "cpu"  # no GPU here: load on the CPU, fail the smoke test as a GPU would
+        backend: ct2.CTranslate2Backend = real_load(cls, *args, **kwargs)
+        if devices[-1] == "cuda":
+
+            def broken() -> None:
+                raise BackendError("Library libcublas.so.12 is not found or cannot be loaded")
+
+            backend.smoke_test = broken  # type: ignore[method-assign]
+        return backend
+
+    monkeypatch.setattr(ct2.CTranslate2Backend, "load", classmethod(load))
+    import dragoman.translation.pack_cache as pc
+
+    monkeypatch.setattr(pc, "compute_device", lambda wanted: "cuda")
+    auto = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(tmp_path / "packs"), "DRAGOMAN_APERTIUM": "0"})
+    cache = pc.PackCache(auto)
+    backend = cache.backend("argos-en-es")
+    assert devices == ["cuda", "cpu"] and backend.translate_batch([("Hello.",)], "eng_Latn", "spa_Latn").texts
+    named = auto.replace(device="cuda")
+    devices.clear()
+    with pytest.raises(BackendError, match="libcublas"):
+        pc.PackCache(named).backend("argos-en-es")
+    assert devices == ["cuda"]

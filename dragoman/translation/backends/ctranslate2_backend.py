@@ -28,6 +28,7 @@ from typing import Any
 
 from dragoman.errors import (
     BackendError,
+    ConfigError,
     LimitExceeded,
     PackIntegrityError,
     UnsupportedPair,
@@ -70,6 +71,22 @@ def cpu_support() -> dict[str, object]:
         "compute_types_cpu": sorted(ctranslate2.get_supported_compute_types("cpu")),
         "cuda_devices": ctranslate2.get_cuda_device_count(),
     }
+
+
+def compute_device(wanted: str) -> str:
+    """The device packs load on: ``wanted`` ('cpu' or 'cuda'), or for 'auto' a CUDA GPU when CTranslate2
+    sees one (its CUDA build, a driver, a device), else the CPU. 'cuda' without a GPU is a ConfigError."""
+    if wanted == "cpu":
+        return "cpu"
+    import ctranslate2
+
+    gpus = ctranslate2.get_cuda_device_count()
+    if wanted == "cuda" and gpus == 0:
+        raise ConfigError(
+            "DRAGOMAN_DEVICE=cuda but CTranslate2 sees no CUDA device (no GPU, no driver, or a CPU-only "
+            "build); use DRAGOMAN_DEVICE=auto or cpu"
+        )
+    return "cuda" if gpus > 0 else "cpu"
 
 
 def _dir_bytes(path: Path) -> int:
@@ -296,6 +313,12 @@ class CTranslate2Backend:
         if fallbacks:
             log.debug("pack %s: %d segment(s) translated piecewise around spans", self.pack_id, fallbacks)
         return BatchOutput(tuple(results))
+
+    def smoke_test(self) -> None:
+        """One token through the model: a device that loads a model but cannot run it (a GPU whose CUDA
+        libraries are missing: CTranslate2 4.8's wheels want CUDA 12's cuBLAS) fails here, not later."""
+        with map_exceptions(f"running pack {self.pack_id} on {self._translator.device}"):
+            self._translator.translate_batch([["▁"]], max_decoding_length=1, beam_size=1)
 
     def close(self) -> None:
         """Unload the model; later calls fail with BackendError. Calls under way finish first.
