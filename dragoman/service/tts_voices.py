@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, func, insert, select, update
 
 from dragoman.errors import CloneLimitReached, CloneNotFound, EditWindowClosed, InvalidRequest, JobNotFound
 from dragoman.media.audio import Audio
@@ -162,8 +162,26 @@ def _text_and_language(job: JobRecord) -> tuple[str, str]:
     return text, str(options.get("language") or job.params.get("target_lang") or "en")
 
 
-def words_of(job: JobRecord, storage: Storage) -> list[dict[str, object]]:
-    """The job's word timings (index, word, start, end in seconds), aligned on the first request."""
+def _add_artifacts(db: Database | None, job_id: str, added: dict[str, str]) -> None:
+    """Name ``added`` files among the job's artifacts, so the results retention deletes them with the rest."""
+    if db is None:
+        return
+    with db.write() as conn:
+        lock(conn, "job", job_id)
+        row = conn.execute(select(tables.jobs.c.artifacts).where(tables.jobs.c.id == job_id)).first()
+        if row is None:
+            return
+        artifacts = dict(row.artifacts or {})
+        if all(artifacts.get(k) == v for k, v in added.items()):
+            return
+        conn.execute(
+            update(tables.jobs).where(tables.jobs.c.id == job_id).values(artifacts={**artifacts, **added})
+        )
+
+
+def words_of(job: JobRecord, storage: Storage, db: Database | None = None) -> list[dict[str, object]]:
+    """The job's word timings (index, word, start, end in seconds), aligned on the first request (and named
+    among the job's artifacts in ``db``, so they go with the job's results)."""
     from dragoman.media.audio import read_wav
     from dragoman.speech.tts.words import align_render, timings_to_json
 
@@ -176,6 +194,7 @@ def words_of(job: JobRecord, storage: Storage) -> list[dict[str, object]]:
     text, language = _text_and_language(job)
     words = timings_to_json(align_render(audio, text, language))
     storage.put_bytes(stored, json.dumps(words, ensure_ascii=False).encode())
+    _add_artifacts(db, job.id, {"words": stored})
     return words
 
 
@@ -194,7 +213,9 @@ def editable_until_ms(job: JobRecord) -> int:
     return (job.finished_ms or job.created_ms) + EDIT_WINDOW_MS
 
 
-def edit_job(job: JobRecord, storage: Storage, body: Any, at_ms: int | None = None) -> dict[str, Any]:
+def edit_job(
+    job: JobRecord, storage: Storage, body: Any, at_ms: int | None = None, db: Database | None = None
+) -> dict[str, Any]:
     """Apply the edits of ``body`` to the job's audio (module docstring); the new timings and duration."""
     from dragoman.media.audio import read_wav
     from dragoman.speech.tts.words import apply_edits, parse_edits, timings_from_json, timings_to_json
@@ -205,7 +226,7 @@ def edit_job(job: JobRecord, storage: Storage, body: Any, at_ms: int | None = No
             f"tts job {job.id} finished more than 12 hours ago; its words can no longer be edited "
             "(render it again)"
         )
-    words = timings_from_json(words_of(job, storage))
+    words = timings_from_json(words_of(job, storage, db))
     if not words:
         raise InvalidRequest(f"tts job {job.id} has no words to edit")
     edits = parse_edits(body, words)
@@ -214,6 +235,7 @@ def edit_job(job: JobRecord, storage: Storage, body: Any, at_ms: int | None = No
     edited, timings = apply_edits(audio, words, edits)
     if not storage.exists(original_key(job.id)):
         storage.put_bytes(original_key(job.id), current)
+        _add_artifacts(db, job.id, {"original_audio": original_key(job.id)})
     storage.put_bytes(job.artifacts.get(AUDIO) or audio_key(job.id), _wav16(edited))
     as_json = timings_to_json(timings)
     storage.put_bytes(words_key(job.id), json.dumps(as_json, ensure_ascii=False).encode())

@@ -13,7 +13,7 @@ from speech_support import synthesizer
 from sqlalchemy import update
 
 from dragoman.media.audio import Audio, read_wav, wav_bytes
-from dragoman.service import accounts, tts_voices
+from dragoman.service import accounts, jobs, tts_voices
 from dragoman.service import db as tables
 from dragoman.speech.tts.clones import Clone
 from dragoman.speech.tts.types import SynthesisOptions
@@ -144,6 +144,8 @@ def test_words_then_an_edit_that_changes_only_its_span_for_free(hosted: Hosted) 
         assert bad.status_code == 400
         assert c.post(f"/api/v1/tts/jobs/{job_id}/edit", json={"edits": []}).status_code == 400
     assert accounts.get_account(hosted.db, account).balance == balance_before  # edits cost nothing
+    artifacts = jobs.get(hosted.db, key_id, job_id).artifacts  # the retention deletes them with the job's
+    assert {"audio", "words", "original_audio"} <= set(artifacts)
     rate = original.rate
     a, b = round(timings[5]["start"] * rate), round(timings[5]["end"] * rate)
     tail = len(original.samples) - b

@@ -213,7 +213,7 @@ async def delete_clone(request: Request) -> Response:
 # ----- words and edits --------------------------------------------------------------------------------------
 def _words(request: Request, key: KeyInfo) -> WordsResponse:
     job = _tts_job(request, key)
-    words = tts_voices.words_of(job, request.app.state.storage)
+    words = tts_voices.words_of(job, request.app.state.storage, request.app.state.db)
     return WordsResponse(
         job_id=job.id,
         words=[WordTimingModel.model_validate(w) for w in words],
@@ -237,7 +237,7 @@ def _edit(request: Request, key: KeyInfo, body: dict[str, Any]) -> EditResponse:
     from dragoman.service.tts_jobs import audio_url
 
     job = _tts_job(request, key)
-    done = tts_voices.edit_job(job, request.app.state.storage, body)
+    done = tts_voices.edit_job(job, request.app.state.storage, body, db=request.app.state.db)
     return EditResponse(
         job_id=job.id,
         edits_applied=done["edits_applied"],
