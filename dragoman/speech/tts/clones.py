@@ -16,16 +16,18 @@ matched, adapted voice, next to the same figure for the unadapted voice, so the 
 4. noise: the signal-to-noise estimate (95th percentile frame level minus the 10th, the floor) under
    :data:`MIN_SNR_DB` is refused (400, "too noisy", with the figure);
 5. denoise: a spectral gate (per-frequency noise floor from the quietest frames, a soft Wiener-style gain
-   with a −18 dB floor so speech is never gated to nothing). RNNoise (pyrnnoise) keeps speech better but is
-   not a dependency here, so the gate is what runs;
+   with a −18 dB floor so speech is never gated to nothing). RNNoise (``pyrnnoise`` 0.4.5, Apache-2.0, a
+   wheel on PyPI) keeps speech better but pulls in matplotlib and audiolab, so it is not a dependency and
+   the gate is what runs;
 6. silence trimming: Silero VAD through faster-whisper when faster-whisper is installed, else an energy VAD
    (20 ms frames; speech is above ``max(floor + 10 dB, peak − 35 dB)``; gaps under 200 ms bridged, islands
    under 60 ms dropped, 50 ms kept each side of speech, pauses shortened to at most 250 ms);
 7. duration after trimming: 3–20 s (:data:`MIN_CLIP_S`, :data:`MAX_CLIP_S`) else 400 with the measured
    duration;
-8. F0: pyworld's harvest when pyworld is installed (MIT), else normalised autocorrelation (40 ms frames,
-   50–500 Hz, shortest lag within 15 % of the best peak); gender from the median F0: < 150 Hz male,
-   > 165 Hz female, else ``"ambiguous"`` (both genders' voices are then candidates).
+8. F0: pyworld's harvest when pyworld is installed (MIT; 0.3.5 is an sdist needing a C++ build, so not a
+   dependency), else normalised autocorrelation (40 ms frames, 50–500 Hz, shortest lag within 15 % of the
+   best peak); gender from the median F0: < 150 Hz male, > 165 Hz female, else ``"ambiguous"`` (both
+   genders' voices are then candidates).
 
 **Matching** (:func:`match_voice`): every candidate persona renders a fixed calibration passage in the
 matching language (English by default); its median F0 and mean spectral envelope (cepstrally smoothed log
