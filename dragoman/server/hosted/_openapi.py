@@ -182,6 +182,9 @@ def _tts(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
         ref_template="#/components/schemas/{model}", mode="serialization"
     )
     schemas.update(accepted.pop("$defs", {}))
+    from dragoman.server.hosted.v1_tts_voices import openapi_fixups
+
+    openapi_fixups(paths)  # voice clones (issue 14): multipart body, 201
     synth = paths["/api/v1/tts/synth"]["post"]
     synth["responses"]["202"] = {
         "description": "more than 1,500 characters: a tts job; poll poll_url or await tts.done",

@@ -258,6 +258,33 @@ async def edit_job(request: Request) -> Response:
     return model_response(await anyio.to_thread.run_sync(_edit, request, key, body))
 
 
+def openapi_fixups(paths: dict[str, Any]) -> None:
+    """The clone upload's multipart body and its 201 in the OpenAPI document (called by ``._openapi``)."""
+    create = paths["/api/v1/tts/voices/clones"]["post"]
+    create["requestBody"] = {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file", "name"],
+                    "properties": {
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "reference audio: 3 to 20 s of speech after silence trimming",
+                        },
+                        "name": {"type": "string", "maxLength": 100},
+                        "description": {"type": "string", "maxLength": 1000},
+                    },
+                }
+            }
+        },
+    }
+    if "200" in create["responses"]:
+        create["responses"]["201"] = create["responses"].pop("200")
+
+
 _AUTH = (Unauthorized, PlanWithoutApi, RateLimited)
 
 #: The routes of this module, added to the hosted app's table (:data:`dragoman.server.hosted.app.ROUTES`).
@@ -344,4 +371,5 @@ __all__ = [
     "job_words",
     "job_words_post",
     "list_clones",
+    "openapi_fixups",
 ]
