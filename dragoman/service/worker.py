@@ -265,7 +265,8 @@ class HostedWorker:
         watch = _SideTaskFailed()
         logging.getLogger("procrastinate").addHandler(watch)
         pause = RESTART_FIRST_S
-        # Procrastinate handles SIGTERM/SIGINT while its worker runs; between two runs these end the worker.
+        # Between two runs of Procrastinate's worker (which handles the signals while it runs), SIGTERM and
+        # SIGINT end the back-off and the worker.
         stopping = threading.Event()
         previous: dict[signal.Signals, Any] = {}
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
@@ -304,8 +305,8 @@ class HostedWorker:
                     return
                 pause = min(RESTART_MAX_S, pause * 2)
         finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             logging.getLogger("procrastinate").removeHandler(watch)
             self.close()
 
