@@ -502,7 +502,7 @@ class CloneNotFound(DragomanError):
     """A voice clone (voice match) id that is not one of the caller's clones."""
 
     status = 404
-    code = "not_found"
+    code = "clone_not_found"
 
 
 class CloneLimitReached(DragomanError):
