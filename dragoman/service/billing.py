@@ -431,18 +431,7 @@ def refund(conn: Connection, key_id: str, account_id: str, mode: str, job_id: st
     held = open_reservation(conn, job_id)
     if not held:
         return 0
-    _give_back(conn, account_id, mode, held)
-    _entry(
-        conn,
-        account_id=account_id,
-        key_id=key_id,
-        job_id=job_id,
-        mode=mode,
-        entry="refund",
-        amount=held,
-        product=_reservation_product(conn, job_id) or "translate",
-        at=now_ms(),
-    )
+    _return_reserved(conn, key_id, account_id, mode, job_id, "refund", held)
     return held
 
 
@@ -456,16 +445,24 @@ def release(
     give = held if amount is None else max(0, min(amount, held))
     if not give:
         return 0
-    _give_back(conn, account_id, mode, give)
+    _return_reserved(conn, key_id, account_id, mode, job_id, "release", give)
+    return give
+
+
+def _return_reserved(
+    conn: Connection, key_id: str, account_id: str, mode: str, job_id: str, entry: str, amount: int
+) -> None:
+    """Puts ``amount`` of a job's reservation back in the balance and writes the ledger ``entry`` for it
+    (refund or release), under the product the reservation was made for."""
+    _give_back(conn, account_id, mode, amount)
     _entry(
         conn,
         account_id=account_id,
         key_id=key_id,
         job_id=job_id,
         mode=mode,
-        entry="release",
-        amount=give,
+        entry=entry,
+        amount=amount,
         product=_reservation_product(conn, job_id) or "translate",
         at=now_ms(),
     )
-    return give
