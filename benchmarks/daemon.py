@@ -122,25 +122,27 @@ def in_process(call: Callable[[str], object], clients: int, seconds: float) -> R
     return Result(len(latencies), time.perf_counter() - started, latencies, 0)
 
 
-class _Connection:
+class Connection:
     """One keep-alive HTTP/1.1 connection with the least client-side work: on a small machine the client
     shares the CPUs with the daemon, and a heavy client (httpx costs ~1 ms of CPU per request) would be
-    measured instead of the daemon. Answers are read whole (headers, Content-Length body) and parsed."""
+    measured instead of the daemon. Answers are read whole (headers, Content-Length body) and parsed.
+    ``headers`` go with every request; ``key`` (per request) adds a bearer Authorization header."""
 
-    def __init__(self, host: str, port: int, headers: dict[str, str]) -> None:
+    def __init__(self, host: str, port: int, headers: dict[str, str] | None = None) -> None:
         self.host, self.port = host, port
-        self.extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        self.extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
-    async def post(self, path: str, payload: dict[str, object]) -> tuple[int, bytes]:
+    async def post(self, path: str, payload: dict[str, object], key: str | None = None) -> tuple[int, bytes]:
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
         body = json.dumps(payload).encode()
+        auth = f"Authorization: Bearer {key}\r\n" if key else ""
         head = (
             f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n{self.extra}\r\n"
+            f"Content-Length: {len(body)}\r\n{self.extra}{auth}\r\n"
         ).encode()
         self.writer.write(head + body)
         raw = await self.reader.readuntil(b"\r\n\r\n")
@@ -170,7 +172,7 @@ async def over_http(
 
     async def worker(offset: int) -> None:
         nonlocal errors
-        conn = _Connection(host, port, headers)
+        conn = Connection(host, port, headers)
         i = offset
         try:
             while time.perf_counter() < stop:

@@ -55,7 +55,7 @@ from typing import Any
 
 import _harness as harness
 import httpx
-from daemon import TEXTS, Result, cpu_seconds, start_daemon
+from daemon import TEXTS, Connection, Result, cpu_seconds, start_daemon
 
 #: A request a v1 key serves before it is retired (the limit is 60 a minute per key).
 KEY_USES = 50
@@ -102,42 +102,6 @@ class KeyPool:
         return key
 
 
-class _Connection:
-    """One keep-alive HTTP/1.1 connection with the least client-side work (as in ``daemon.py``), with the
-    Authorization header given per request."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def post(self, path: str, payload: dict[str, object], key: str | None) -> tuple[int, bytes]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        assert self.reader is not None
-        body = json.dumps(payload).encode()
-        auth = f"Authorization: Bearer {key}\r\n" if key else ""
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n{auth}\r\n"
-        ).encode()
-        self.writer.write(head + body)
-        raw = await self.reader.readuntil(b"\r\n\r\n")
-        status = int(raw.split(b" ", 2)[1])
-        length = 0
-        for line in raw.split(b"\r\n"):
-            if line[:15].lower() == b"content-length:":
-                length = int(line[15:])
-        data = await self.reader.readexactly(length)
-        json.loads(data)
-        return status, data
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            await self.writer.wait_closed()
-
-
 async def load(
     url: str,
     path: str,
@@ -157,7 +121,7 @@ async def load(
 
     async def worker(offset: int) -> None:
         nonlocal errors
-        conn = _Connection(host, port)
+        conn = Connection(host, port)
         i = offset
         try:
             while time.perf_counter() < stop:
@@ -353,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             ids: list[str] = []
 
             async def submitter() -> None:
-                conn = _Connection(split.host, split.port or 80)
+                conn = Connection(split.host, split.port or 80)
                 try:
                     while pending:
                         _, text = pending.pop()

@@ -40,8 +40,8 @@ from typing import Any
 
 import _harness as harness
 import httpx
-from daemon import Result
-from hosted import KEY_USES, PLENTY, KeyPool, _Connection, job_texts, load, start_hosted
+from daemon import Connection, Result
+from hosted import KEY_USES, PLENTY, KeyPool, job_texts, load, start_hosted
 
 #: Jobs a started worker runs before a side is timed (loads Apertium's pipelines in that process).
 WARM_JOBS_PER_WORKER = 2
@@ -71,7 +71,7 @@ async def submit_all(url: str, texts: list[str], pool: KeyPool) -> list[str]:
     ids: list[str] = []
 
     async def submitter() -> None:
-        conn = _Connection(split.host, split.port or 80)
+        conn = Connection(split.host, split.port or 80)
         try:
             while pending:
                 text = pending.pop()
