@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,3 +81,37 @@ def make_engine(root: Path) -> Engine:
 
     build_argos_pack(root / "packs" / "translate-en_de", "en", "de")
     return Engine(isolated_settings(root, apertium=True), provenance="server")
+
+
+class Receiver:
+    """A webhook receiver on loopback recording each delivery's headers and raw body."""
+
+    def __init__(self) -> None:
+        received: list[tuple[dict[str, str], bytes]] = []
+        self.received = received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                received.append((dict(self.headers.items()), self.rfile.read(length)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def wait(self, count: int = 1, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(self.received) >= count, "no webhook delivered"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -13,14 +13,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from db_support import DbBackend
-from hosted_support import Hosted, StartHosted
+from hosted_support import Hosted, Receiver, StartHosted
 from support import needs_apertium
 
 from dragoman import webhooks as public_webhooks
@@ -46,34 +45,6 @@ def wait_done(client: httpx.Client, job_id: str, timeout: float = 60) -> dict[st
             return body
         time.sleep(delay)
         delay = min(1.0, delay * 1.5)
-
-
-class Receiver:
-    """A webhook receiver on loopback recording each delivery's headers and raw body."""
-
-    def __init__(self) -> None:
-        received: list[tuple[dict[str, str], bytes]] = []
-        self.received = received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", "0"))
-                received.append((dict(self.headers.items()), self.rfile.read(length)))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
