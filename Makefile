@@ -15,7 +15,8 @@ APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat aper
 	poppler-utils libreoffice-writer-nogui libreoffice-impress-nogui gettext \
 	postgresql redis-server \
 	espeak-ng flite festival festvox-us-slt-hts festvox-ca-ona-hts festvox-italp16k festvox-itapc16k \
-	festvox-czech-dita festvox-suopuhe-lj festvox-suopuhe-mv festvox-ru
+	festvox-czech-dita festvox-suopuhe-lj festvox-suopuhe-mv festvox-ru \
+	ffmpeg sox
 # postgresql (issue 13): the scaled database; tests start a throwaway server with its initdb/pg_ctl
 # (dragoman/testing/postgres.py); the Debian service's own cluster is not used.
 # redis-server (issue 13): the shared store of the 60/min limiter across API processes; tests start their own
@@ -23,6 +24,8 @@ APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat aper
 # espeak-ng, flite, festival and its voices (issue 14, speech synthesis; ../shared/design/SPEECH.md): run as
 # programs (GPL code stays out of our process). festival's HTS voices in bookworm: us-slt and ca-ona; the
 # Italian, Czech, Finnish and Russian voices are diphone/unit selection (festvox-hi-nsk fails to load: left out).
+# ffmpeg and sox (issues 15 and 16): run as programs (muxing subtitles and dubbed audio, the tests' media made
+# from lavfi sources, ffprobe as the tests' external validator); decoding in process is PyAV's.
 
 .PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench up down clean
 
