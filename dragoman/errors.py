@@ -520,6 +520,14 @@ class EditWindowClosed(DragomanError):
     code = "edit_window_closed"
 
 
+# ----- speech recognition (issue 15) ---------------------------------------------------------------------
+class AsrModelNotInstalled(PackNotInstalled):
+    """A speech recognition model (kind ``asr``) that is not installed here; the message names what is and
+    how to install one (``dragoman asr install-embedded`` for Whisper base)."""
+
+    code = "asr_model_not_installed"
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""

@@ -28,16 +28,18 @@ from typing import Any
 
 from dragoman.errors import (
     BackendError,
-    ConfigError,
     LimitExceeded,
     PackIntegrityError,
     UnsupportedPair,
     map_exceptions,
 )
+from dragoman.models.device import compute_device
 from dragoman.models.manifest import PackManifest
 from dragoman.translation.backends.base import translate_protected
 from dragoman.translation.segmentation import split_to_limit
 from dragoman.translation.types import BatchOutput, Pieces
+
+__all__ = ["CTranslate2Backend", "DecodeOptions", "compute_device", "cpu_support"]
 
 log = logging.getLogger("dragoman.translation.ctranslate2")
 
@@ -71,22 +73,6 @@ def cpu_support() -> dict[str, object]:
         "compute_types_cpu": sorted(ctranslate2.get_supported_compute_types("cpu")),
         "cuda_devices": ctranslate2.get_cuda_device_count(),
     }
-
-
-def compute_device(wanted: str) -> str:
-    """The device packs load on: ``wanted`` ('cpu' or 'cuda'), or for 'auto' a CUDA GPU when CTranslate2
-    sees one (its CUDA build, a driver, a device), else the CPU. 'cuda' without a GPU is a ConfigError."""
-    if wanted == "cpu":
-        return "cpu"
-    import ctranslate2
-
-    gpus = ctranslate2.get_cuda_device_count()
-    if wanted == "cuda" and gpus == 0:
-        raise ConfigError(
-            "DRAGOMAN_DEVICE=cuda but CTranslate2 sees no CUDA device (no GPU, no driver, or a CPU-only "
-            "build); use DRAGOMAN_DEVICE=auto or cpu"
-        )
-    return "cuda" if gpus > 0 else "cpu"
 
 
 def _dir_bytes(path: Path) -> int:
