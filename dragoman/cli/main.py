@@ -451,6 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dragoman.cli.speech import register as register_speech
 
     register_speech(sub)
+    from dragoman.cli.asr import register as register_asr
+
+    register_asr(sub)
     return parser
 
 
