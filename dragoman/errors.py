@@ -528,6 +528,70 @@ class AsrModelNotInstalled(PackNotInstalled):
     code = "asr_model_not_installed"
 
 
+# ----- hosted subtitles (issue 15) -----------------------------------------------------------------
+class MediaNotFound(DragomanError):
+    """A ``video_id`` that is not one of the caller's account's uploads (never made, another account's, or
+    past its 7-day retention)."""
+
+    status = 404
+    code = "media_not_found"
+
+
+class DurationMismatch(InvalidRequest):
+    """A subtitle job's ``durationSeconds`` that does not match the probed duration of its upload (within
+    max(1 s, 2%)): credits are computed on the probed duration, so the client's figure must agree."""
+
+    code = "duration_mismatch"
+
+    def __init__(self, message: str, *, probed_seconds: float, given_seconds: float) -> None:
+        super().__init__(message)
+        self.probed_seconds = probed_seconds
+        self.given_seconds = given_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **super().to_dict(),
+            "probed_seconds": self.probed_seconds,
+            "given_seconds": self.given_seconds,
+        }
+
+
+# ----- media: probe, decode, ffmpeg (issue 15) -------------------------------------------------------
+class MediaFormatError(DocumentFormatError):
+    """A file that cannot be read as audio or video: corrupt, truncated before its index, not media at all
+    (text, an image), or of another type than its name says (a PNG named ``.mp4``)."""
+
+    code = "unsupported_media"
+
+
+class NoAudioStream(InvalidRequest):
+    """Media with no audio stream (a silent video, an image sequence): nothing to transcribe."""
+
+    status = 422
+    code = "no_audio_stream"
+
+
+class EmptyMedia(InvalidRequest):
+    """Media that lasts no time at all (0 seconds of audio)."""
+
+    status = 422
+    code = "empty_media"
+
+
+class MediaToolError(DragomanError):
+    """ffmpeg (run as a program) failed: its exit status and the end of its stderr are in the message."""
+
+    status = 502
+    code = "media_tool_failed"
+
+
+class MediaToolUnavailable(MediaToolError):
+    """ffmpeg or ffprobe is not installed (Debian: ``apt-get install ffmpeg``)."""
+
+    status = 503
+    code = "media_tool_unavailable"
+
+
 # ----- errors of dependencies --------------------------------------------------------------------------
 def _from_pymupdf(exc: BaseException) -> bool:
     """Whether ``exc`` is of PyMuPDF's own classes (``pymupdf.FileDataError``, ``pymupdf.mupdf.FzError*``)."""

@@ -1,0 +1,237 @@
+"""What a media file holds: its container, streams and duration, read with PyAV (libav, in process).
+
+:func:`probe` refuses, with typed errors, what cannot be worked on: a file over the size limit
+(:class:`~dragoman.errors.FileTooLarge`, checked before the file is opened), a file that is not media or is
+corrupt (:class:`~dragoman.errors.MediaFormatError`), a still image, a file whose content is of another type
+than its name says (a PNG or a WAV named ``.mp4``), and media that lasts no time at all
+(:class:`~dragoman.errors.EmptyMedia`). It does not require an audio stream (``has_audio`` says; the
+recogniser's callers use :func:`require_audio`).
+
+The duration is what the packets really cover, not only what the header declares: every packet is read
+(demuxed, not decoded: linear in the file's size, about a second for an hour of video on one core), and a
+header that declares more than the file holds (a truncated download, a forged duration) is not believed.
+Credits are billed on this duration, so a file can never be billed for more than it holds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from dragoman.errors import (
+    EmptyMedia,
+    FileTooLarge,
+    MediaFormatError,
+    NoAudioStream,
+    file_error,
+)
+
+StreamKind = Literal["audio", "video", "subtitle", "data"]
+
+#: Container names (as libav's demuxers call themselves) that a file name's suffix promises. A known suffix
+#: whose file is read by another demuxer lies about its type.
+SUFFIX_FORMATS: dict[str, frozenset[str]] = {
+    ".mp4": frozenset({"mov,mp4,m4a,3gp,3g2,mj2"}),
+    ".m4a": frozenset({"mov,mp4,m4a,3gp,3g2,mj2"}),
+    ".m4v": frozenset({"mov,mp4,m4a,3gp,3g2,mj2"}),
+    ".mov": frozenset({"mov,mp4,m4a,3gp,3g2,mj2"}),
+    ".3gp": frozenset({"mov,mp4,m4a,3gp,3g2,mj2"}),
+    ".mkv": frozenset({"matroska,webm"}),
+    ".mka": frozenset({"matroska,webm"}),
+    ".webm": frozenset({"matroska,webm"}),
+    ".mp3": frozenset({"mp3"}),
+    ".wav": frozenset({"wav", "w64"}),
+    ".ogg": frozenset({"ogg"}),
+    ".oga": frozenset({"ogg"}),
+    ".opus": frozenset({"ogg"}),
+    ".flac": frozenset({"flac"}),
+    ".aac": frozenset({"aac"}),
+    ".avi": frozenset({"avi"}),
+    ".ts": frozenset({"mpegts"}),
+    ".mts": frozenset({"mpegts"}),
+    ".mpg": frozenset({"mpeg"}),
+    ".mpeg": frozenset({"mpeg"}),
+    ".wma": frozenset({"asf"}),
+    ".wmv": frozenset({"asf"}),
+    ".flv": frozenset({"flv"}),
+    ".aiff": frozenset({"aiff"}),
+    ".aif": frozenset({"aiff"}),
+    ".amr": frozenset({"amr"}),
+}
+#: Demuxers of still images and text: never media to transcribe, whatever the name.
+_NOT_MEDIA = ("_pipe", "image2", "tty", "srt", "webvtt", "ass", "lrc", "subviewer", "jacosub", "mpl2")
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """One stream: its index in the file, kind, codec, and what is known of its duration and shape."""
+
+    index: int
+    kind: StreamKind
+    codec: str
+    duration: float | None = None
+    sample_rate: int | None = None
+    channels: int | None = None
+    width: int | None = None
+    height: int | None = None
+
+
+@dataclass(frozen=True)
+class MediaInfo:
+    """A probed file: ``container`` is libav's demuxer name, ``duration`` seconds the packets cover (see
+    the module docstring), ``declared_duration`` what the header says (None when it says nothing)."""
+
+    path: Path
+    container: str
+    duration: float
+    size_bytes: int
+    streams: tuple[StreamInfo, ...]
+    declared_duration: float | None = None
+
+    @property
+    def has_audio(self) -> bool:
+        return any(s.kind == "audio" for s in self.streams)
+
+    @property
+    def has_video(self) -> bool:
+        return any(s.kind == "video" for s in self.streams)
+
+    @property
+    def audio(self) -> StreamInfo | None:
+        """The first audio stream (the one decoded), or None."""
+        return next((s for s in self.streams if s.kind == "audio"), None)
+
+
+def open_container(path: Path) -> Any:
+    """``av.open(path)`` with libav's errors typed: a missing or unreadable file is a
+    :class:`~dragoman.errors.FileAccessError`, anything libav cannot read a :class:`MediaFormatError`."""
+    import av
+
+    try:
+        return av.open(str(path), metadata_errors="ignore")
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+        raise file_error(exc, f"reading {path.name}") from exc
+    except av.FFmpegError as exc:
+        raise MediaFormatError(f"{path.name} is not audio or video that can be read: {_reason(exc)}") from exc
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise MediaFormatError(f"{path.name} cannot be read as media: {exc}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    text = getattr(exc, "strerror", None) or str(exc)
+    return str(text).split(": '")[0]
+
+
+def _kind(stream_type: str) -> StreamKind:
+    if stream_type in ("audio", "video", "subtitle"):
+        return stream_type  # type: ignore[return-value]
+    return "data"
+
+
+def _seconds(value: Any, time_base: Any) -> float | None:
+    if value is None or time_base is None:
+        return None
+    return float(value * time_base)
+
+
+def _stream_info(stream: Any) -> StreamInfo:
+    ctx = stream.codec_context
+    kind = _kind(stream.type)
+    codec = getattr(ctx, "name", None) or "unknown"
+    duration = _seconds(stream.duration, stream.time_base)
+    if kind == "audio":
+        layout = getattr(ctx, "layout", None)
+        channels = getattr(layout, "nb_channels", None) if layout is not None else None
+        return StreamInfo(stream.index, kind, codec, duration, ctx.sample_rate or None, channels)
+    if kind == "video":
+        return StreamInfo(
+            stream.index, kind, codec, duration, width=ctx.width or None, height=ctx.height or None
+        )
+    return StreamInfo(stream.index, kind, codec, duration)
+
+
+def check_size(path: Path, max_bytes: int | None) -> int:
+    """The size of ``path`` in bytes; :class:`FileTooLarge` when over ``max_bytes``."""
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise file_error(exc, f"reading {path.name}") from exc
+    if not path.is_file():
+        raise MediaFormatError(f"{path.name} is not a regular file")
+    if max_bytes is not None and size > max_bytes:
+        raise FileTooLarge(
+            f"{path.name} is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.0f} MB limit of one media file"
+        )
+    return size
+
+
+def _check_type(path: Path, container: str) -> None:
+    if any(container.endswith(marker) or container == marker.strip("_") for marker in _NOT_MEDIA):
+        raise MediaFormatError(f"{path.name} is not audio or video (it reads as {container})")
+    promised = SUFFIX_FORMATS.get(path.suffix.lower())
+    if promised is not None and container not in promised:
+        raise MediaFormatError(
+            f"{path.name} is named {path.suffix} but its content is {container}: "
+            "give the file the name of what it is"
+        )
+
+
+def _measured(container: Any, path: Path) -> float | None:
+    """Seconds the packets of ``container`` cover (the latest packet end, from the earliest start), or None
+    when no packet has a time."""
+    import av
+
+    first = math.inf
+    last = -math.inf
+    try:
+        for packet in container.demux():
+            if packet.pts is None or packet.time_base is None:
+                continue
+            start = float(packet.pts * packet.time_base)
+            end = start + float((packet.duration or 0) * packet.time_base)
+            first = min(first, start)
+            last = max(last, end)
+    except av.FFmpegError:
+        pass  # corrupt or cut short past here: what was read so far is what the file holds
+    if last == -math.inf:
+        return None
+    return max(0.0, last - first)
+
+
+def probe(path: str | Path, *, max_bytes: int | None = None) -> MediaInfo:
+    """What ``path`` holds (see the module docstring for the checks and the errors)."""
+    path = Path(path)
+    size = check_size(path, max_bytes)
+    if size == 0:
+        raise MediaFormatError(f"{path.name} is empty (0 bytes)")
+    with open_container(path) as container:
+        name = str(container.format.name)
+        _check_type(path, name)
+        streams = tuple(_stream_info(s) for s in container.streams)
+        declared = container.duration / 1_000_000 if container.duration is not None else None
+        if declared is None or declared <= 0:
+            declared = max((s.duration or 0.0 for s in streams), default=0.0) or None
+        if not streams:
+            raise EmptyMedia(f"{path.name} holds no audio or video streams")
+        measured = _measured(container, path)
+    if measured is None:
+        duration = 0.0
+    elif declared is None:
+        duration = measured
+    else:
+        duration = min(declared, measured)
+    if duration <= 0:
+        raise EmptyMedia(f"{path.name} lasts 0 seconds: there is nothing to hear")
+    return MediaInfo(path, name, duration, size, streams, declared)
+
+
+def require_audio(info: MediaInfo) -> StreamInfo:
+    """The first audio stream of ``info``; :class:`NoAudioStream` when it has none."""
+    audio = info.audio
+    if audio is None:
+        kinds = ", ".join(f"{s.kind} ({s.codec})" for s in info.streams) or "nothing"
+        raise NoAudioStream(f"{info.path.name} has no audio stream (it holds {kinds}): nothing to transcribe")
+    return audio
