@@ -70,7 +70,7 @@ def test_srt_read_back_by_pysrt() -> None:
 def test_vtt_read_back_by_webvtt_py() -> None:
     text = write_vtt(CUES)
     assert text.startswith("WEBVTT\n\n00:00:00.500 --> 00:00:02.000\n")
-    parsed = list(webvtt.from_string(text))
+    parsed = webvtt.from_string(text).captions
     assert [(c.start, c.end) for c in parsed] == [
         ("00:00:00.500", "00:00:02.000"),
         ("00:00:02.500", "00:00:04.250"),
@@ -101,7 +101,7 @@ def test_any_text_stays_parseable(items: list[tuple[str, str, float, float]]) ->
         t += length
     cues = [c for c in build_cues(words) if c.text.strip()]
     srt = pysrt.from_string(write_srt(cues))
-    vtt = list(webvtt.from_string(write_vtt(cues)))
+    vtt = webvtt.from_string(write_vtt(cues)).captions
     written = [c for c in cues if "".join(c.lines).strip()]
     assert len(srt) == len(vtt) == len(written)
     for cue, item, block in zip(written, srt, vtt, strict=True):
