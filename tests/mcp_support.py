@@ -42,6 +42,8 @@ TOOLS = {
     "ocr_translate",
     "speak",
     "list_voices",
+    "transcribe",
+    "subtitle_file",
 }
 READ_ONLY = {
     "translate",

@@ -454,6 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dragoman.cli.asr import register as register_asr
 
     register_asr(sub)
+    from dragoman.cli.subtitles import register as register_subtitles
+
+    register_subtitles(sub)
     return parser
 
 

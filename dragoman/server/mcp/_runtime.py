@@ -28,6 +28,7 @@ from dragoman.server.mcp import _sdk
 from dragoman.settings import Settings
 
 if TYPE_CHECKING:
+    from dragoman.speech.asr import Recognizer
     from dragoman.speech.tts.synth import Synthesizer
     from dragoman.translation.engine import Engine
 
@@ -60,6 +61,7 @@ class ServerState:
         self.client_log_level: LoggingLevel = "warning"
         self._engine: Engine | None = None
         self._synthesizer: Synthesizer | None = None
+        self._recognizer: Recognizer | None = None
         self._lock = threading.Lock()
 
     def engine(self) -> Engine:
@@ -79,6 +81,15 @@ class ServerState:
 
                 self._synthesizer = Synthesizer(self.settings)
             return self._synthesizer
+
+    def recognizer(self) -> Recognizer:
+        """The speech recogniser (issue 15), created on first use; it loads each model once."""
+        with self._lock:
+            if self._recognizer is None:
+                from dragoman.speech.asr import Recognizer
+
+                self._recognizer = Recognizer(self.settings)
+            return self._recognizer
 
     def close(self) -> None:
         with self._lock:

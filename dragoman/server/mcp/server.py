@@ -66,6 +66,7 @@ from dragoman.server.mcp._runtime import (
     tool_error,
 )
 from dragoman.server.mcp._speech import list_voices, speak
+from dragoman.server.mcp._subtitles import subtitle_file, transcribe
 from dragoman.settings import Settings
 from dragoman.translation.types import GlossaryEntry, TranslateOptions, TranslationResult
 
@@ -516,6 +517,16 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     # speech (issue 14): speak writes a new WAV each call and never overwrites one: not destructive
     (speak, _annotations("Speak text into a WAV file", read_only=False, idempotent=False, destructive=False)),
     (list_voices, _annotations("List speech voices", read_only=True, idempotent=True)),
+    # speech recognition (issue 15): transcribe writes only a new JSON file when asked (a repeat is refused);
+    # subtitle_file may replace its own output files (overwrite): destructive, like translate_file
+    (
+        transcribe,
+        _annotations("Transcribe a video or audio file", read_only=False, idempotent=True, destructive=False),
+    ),
+    (
+        subtitle_file,
+        _annotations("Subtitle a video or audio file", read_only=False, idempotent=False, destructive=True),
+    ),
 )
 
 
