@@ -2,7 +2,7 @@
 
 Composed from each package's own ``status()``: the engine's (packs and broken packs, the detection model,
 Apertium, CTranslate2's support on this CPU, the batcher, uptime), Tesseract's
-(:func:`dragoman.documents.ocr.status`),
+(:func:`dragoman.documents.ocr.status`), speech recognition's (:func:`asr_status`),
 and the local daemon's liveness, which the front door asks and passes in
 (:func:`dragoman.server.daemon.portfile.daemon_status`): this module sits below the front doors and imports
 none of them, and the engine knows nothing of the daemon.
@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from dragoman import __version__
 from dragoman.documents import ocr
+from dragoman.errors import DragomanError
 
 if TYPE_CHECKING:
+    from dragoman.settings import Settings
     from dragoman.translation.engine import Engine
 
 
@@ -34,6 +36,18 @@ def platform_status() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "cpu_count": os.cpu_count(),
     }
+
+
+def asr_status(settings: Settings) -> dict[str, Any]:
+    """Speech recognition (issue 15): the installed models of kind ``asr``, the default, the ones loaded in
+    this process and the device (:meth:`dragoman.speech.asr.Recognizer.status`; nothing is loaded). A store
+    that cannot be read is reported, not raised: status answers whatever else is broken."""
+    from dragoman.speech.asr import Recognizer
+
+    try:
+        return Recognizer(settings).status()
+    except DragomanError as exc:
+        return {"error": exc.message, "code": exc.code}
 
 
 def engine_status(engine: Engine, *, daemon: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -54,6 +68,7 @@ def engine_status(engine: Engine, *, daemon: Mapping[str, Any] | None = None) ->
         "glossary": {"path": str(engine.settings.local.glossary_path)},
         "apertium": translation["apertium"],
         "tesseract": ocr.status(),
+        "asr": asr_status(engine.settings),
         "daemon": dict(daemon) if daemon is not None else None,
         "batching": translation["batching"],
         "uptime_seconds": translation["uptime_seconds"],

@@ -27,6 +27,7 @@ KEYS = [
     "glossary",
     "apertium",
     "tesseract",
+    "asr",
     "daemon",
     "batching",
     "uptime_seconds",
@@ -60,6 +61,8 @@ def test_status_is_composed_from_each_packages_status(engine: Engine, packs_dir:
     assert status["glossary"] == {"path": str(engine.settings.local.glossary_path)}
     assert status["apertium"]["enabled"] is False and status["apertium"]["pairs"] == []
     assert status["tesseract"] == ocr.status()
+    assert status["asr"]["installed"] == [] and status["asr"]["default"] == "whisper-base"  # nothing loaded
+    assert status["asr"]["root"] == str(packs_dir.parent / "asr")
     assert status["daemon"] == daemon and status["daemon"] is not daemon
     assert status["batching"] == engine.batching_status()
     assert status["batching"]["batches"] == 0 and status["batching"]["queue_depth"] == 0
