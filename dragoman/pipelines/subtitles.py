@@ -107,7 +107,7 @@ def stage_context(context: JobContext | None, start: int, end: int, label: str) 
     :data:`PROGRESS_TOTAL`, never going back (a route's second hop restarts its count); cancellation and
     the deadline are the caller's."""
     outer = context or JobContext()
-    best = [start]
+    best = [start - 1]  # the stage's first report is passed on, even at its start
 
     def progress(done: int, total: int, message: str) -> None:
         share = min(1.0, done / total) if total > 0 else 0.0

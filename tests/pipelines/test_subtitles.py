@@ -275,5 +275,9 @@ def test_stage_progress_maps_onto_one_growing_scale() -> None:
     stage.report(5, 10, "x")
     stage.report(3, 10, "second hop restarts")  # not a step back
     stage.report(10, 10, "x")
-    assert seen == [(400, 1000, "recognising: x"), (700, 1000, "recognising: x")]
+    assert seen == [
+        (100, 1000, "recognising: x"),
+        (400, 1000, "recognising: x"),
+        (700, 1000, "recognising: x"),
+    ]
     assert stage.cancel is outer.cancel
