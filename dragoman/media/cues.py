@@ -139,6 +139,8 @@ class CueRules:
 def width(text: str) -> int:
     """Columns ``text`` takes on screen: East Asian wide and full-width characters count two, combining
     marks and format characters none, the rest one."""
+    if text.isascii():
+        return len(text)
     total = 0
     for ch in text:
         if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
@@ -194,7 +196,7 @@ def _tokens(text: str) -> list[str]:
     punctuation and combining marks kept on the character before them)."""
     out: list[str] = []
     for word in text.split():
-        if not any(unspaced(c) for c in word):
+        if word.isascii() or not any(unspaced(c) for c in word):
             out.append(word)
             continue
         start = 0
@@ -229,21 +231,20 @@ def wrap_lines(text: str, rules: CueRules | None = None) -> tuple[str, ...]:
     if not tokens:
         return ()
     limit = rules.max_line_chars
-    whole = join_texts(tokens)
-    if width(whole) <= limit or len(tokens) == 1:
-        return (whole,)
+    widths = [width(t) for t in tokens]
+    glues = [0] + [len(_glue(tokens[i - 1], tokens[i])) for i in range(1, len(tokens))]
+    whole_width = sum(widths) + sum(glues)
+    if whole_width <= limit or len(tokens) == 1:
+        return (join_texts(tokens),)
     if rules.max_lines >= 2:
         best: tuple[float, int] | None = None
-        prefix = ""
+        top_width = 0
         for k in range(1, len(tokens)):
-            prefix = prefix + _glue(prefix, tokens[k - 1]) + tokens[k - 1]
-            top_width = width(prefix)
+            top_width += widths[k - 1] + (glues[k - 1] if k > 1 else 0)
             if top_width > limit and k > 1:
                 break
-            bottom = join_texts(tokens[k:])
-            bottom_width = width(bottom)
-            lines_ok = (top_width <= limit or k == 1) and (bottom_width <= limit or len(tokens) - k == 1)
-            if not lines_ok:
+            bottom_width = whole_width - top_width - glues[k]
+            if bottom_width > limit and len(tokens) - k > 1:
                 continue
             # evenness first; a phrase boundary is worth a fifth of a line; a slightly longer bottom line
             # (a pyramid) is preferred to a longer top line at equal evenness

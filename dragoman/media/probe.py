@@ -2,10 +2,10 @@
 
 :func:`probe` refuses, with typed errors, what cannot be worked on: a file over the size limit
 (:class:`~dragoman.errors.FileTooLarge`, checked before the file is opened), a file that is not media or is
-corrupt (:class:`~dragoman.errors.MediaFormatError`), a still image, a file whose content is of another type
-than its name says (a PNG or a WAV named ``.mp4``), and media that lasts no time at all
-(:class:`~dragoman.errors.EmptyMedia`). It does not require an audio stream (``has_audio`` says; the
-recogniser's callers use :func:`require_audio`).
+corrupt (:class:`~dragoman.errors.MediaFormatError`): a still image, a file whose content is of another type
+than its name says (a PNG or a WAV named ``.mp4``), an audio stream whose header declares an impossible
+sample rate; and media that lasts no time at all (:class:`~dragoman.errors.EmptyMedia`). It does not
+require an audio stream (``has_audio`` says; the recogniser's callers use :func:`require_audio`).
 
 The duration is what the packets really cover, not only what the header declares: every packet is read
 (demuxed, not decoded: linear in the file's size, about a second for an hour of video on one core), and a
@@ -28,6 +28,7 @@ from dragoman.errors import (
     NoAudioStream,
     file_error,
 )
+from dragoman.media.audio import MAX_RATE, MIN_RATE
 
 StreamKind = Literal["audio", "video", "subtitle", "data"]
 
@@ -216,6 +217,12 @@ def probe(path: str | Path, *, max_bytes: int | None = None) -> MediaInfo:
             declared = max((s.duration or 0.0 for s in streams), default=0.0) or None
         if not streams:
             raise EmptyMedia(f"{path.name} holds no audio or video streams")
+        for stream in streams:
+            if stream.kind == "audio" and not MIN_RATE <= (stream.sample_rate or 0) <= MAX_RATE:
+                raise MediaFormatError(
+                    f"{path.name}: audio stream {stream.index} declares a sample rate of "
+                    f"{stream.sample_rate} Hz (a corrupt header: audio is {MIN_RATE}..{MAX_RATE} Hz)"
+                )
         measured = _measured(container, path)
     if measured is None:
         duration = 0.0
