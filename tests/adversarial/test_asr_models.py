@@ -13,7 +13,6 @@ import io
 import shutil
 import socket
 import struct
-import sys
 import tarfile
 import threading
 import zipfile
@@ -22,11 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asr_support import noise
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from asr_support import noise  # noqa: E402
-
-from dragoman.errors import (  # noqa: E402
+from dragoman.errors import (
     AsrModelNotInstalled,
     Cancelled,
     EngineTimeout,
@@ -34,11 +31,11 @@ from dragoman.errors import (  # noqa: E402
     PackIntegrityError,
     PackUnsafe,
 )
-from dragoman.models import asr  # noqa: E402
-from dragoman.progress import JobContext  # noqa: E402
-from dragoman.settings import Settings  # noqa: E402
-from dragoman.speech.asr import Recognizer, TranscribeOptions  # noqa: E402
-from dragoman.testing.whisper import TINY_DECODE, build_tiny_whisper  # noqa: E402
+from dragoman.models import asr
+from dragoman.progress import JobContext
+from dragoman.settings import Settings
+from dragoman.speech.asr import Recognizer, TranscribeOptions
+from dragoman.testing.whisper import TINY_DECODE, build_tiny_whisper
 
 
 @pytest.fixture(scope="module")
