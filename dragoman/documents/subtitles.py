@@ -41,9 +41,10 @@ from dragoman.documents import _inline
 from dragoman.documents.base import DocumentReport, TextTranslator
 from dragoman.documents.plaintext import text_encoding
 from dragoman.errors import DocumentFormatError
+from dragoman.media.subtitle_files import TIMESTAMP_PATTERN
 from dragoman.progress import ProgressCallback
 
-_TIMESTAMP = r"(?:\d+:)?\d{1,2}:\d{2}[,.]\d{1,3}"
+_TIMESTAMP = TIMESTAMP_PATTERN  # the one the subtitle writers document
 _TIMING = re.compile(rf"\s*{_TIMESTAMP}\s*-->\s*{_TIMESTAMP}")
 _VTT_HEADER = re.compile(r"\A\ufeff?WEBVTT(?:[ \t].*)?$")
 _VTT_RAW_BLOCK = re.compile(r"(?:NOTE|STYLE|REGION)(?:[ \t]|$)")
