@@ -57,16 +57,34 @@ StartHosted = Callable[..., Hosted]
 
 
 def start_service(
-    engine: Engine, root: Path, data_dir: Path, *, rate: int = 60, workers: bool = True, **values: Any
+    engine: Engine,
+    root: Path,
+    data_dir: Path,
+    *,
+    rate: int = 60,
+    workers: bool = True,
+    recognizer: Any = None,
+    asr_model: str | None = None,
+    **values: Any,
 ) -> Hosted:
     """A hosted service over ``engine`` (whose packs are under ``root``) with its data in ``data_dir`` (the
-    same folder again: a restart on the same database), a test account and a key; running until stopped."""
+    same folder again: a restart on the same database), a test account and a key; running until stopped.
+    ``recognizer`` and ``asr_model``: what subtitle jobs recognise with (the tiny Whisper in tests)."""
     settings = isolated_settings(root, apertium=True).replace(
         data_dir=data_dir, webhooks_allow_private=True, **values
     )
     db = Database.from_settings(settings.hosted)
     migrate.upgrade(db)
-    app = create_app(settings, engine, db=db, rate_per_minute=rate, request_timeout=60, start_workers=workers)
+    app = create_app(
+        settings,
+        engine,
+        db=db,
+        rate_per_minute=rate,
+        request_timeout=60,
+        start_workers=workers,
+        recognizer=recognizer,
+        asr_model=asr_model,
+    )
     daemon = BackgroundDaemon(app).__enter__()
     account = accounts.create_account(db, name="test", plan="pro", credits=100_000, test_credits=5_000)
     made = accounts.create_key(db, account.id)

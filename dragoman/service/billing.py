@@ -212,6 +212,11 @@ def _balance(conn: Connection, account_id: str, mode: str) -> int:
     return int(value or 0)
 
 
+def balance_of(conn: Connection, account_id: str, mode: str) -> int:
+    """The account's balance (``live`` or ``test``) as this transaction sees it."""
+    return _balance(conn, account_id, mode)
+
+
 #: Reservations older than this are not looked at by the monthly cap: no job stays open that long (a lease
 #: expires in seconds, attempts are bounded, results are kept 30 days), and the cap's query stays bounded by
 #: recent rows instead of growing with a key's whole history.

@@ -259,6 +259,28 @@ tts_clones = Table(
 )
 
 
+#: Uploaded media (issue 15, spec 2.9): a ``video_id`` names one upload of an account, reusable by its
+#: subtitle (and later dub) jobs. ``storage_key`` is the file under ``uploads/`` (purged after the uploads
+#: retention, 7 days, like every upload); ``expires_ms`` says when the row stops being usable; ``duration_ms``
+#: is the probed duration, which credits use; ``info`` the probe's summary (container, streams).
+media = Table(
+    "media",
+    metadata,
+    Column("id", String(40), primary_key=True),  # the video_id (UUID)
+    Column("account_id", String(40), nullable=False, index=True),
+    Column("key_id", String(40), nullable=False),
+    Column("storage_key", String(300), nullable=False),
+    Column("filename", String(255), nullable=False, default=""),
+    Column("mime", String(100), nullable=False, default=""),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("duration_ms", BigInteger, nullable=False),
+    Column("info", JSON, nullable=False, default=dict),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("expires_ms", BigInteger, nullable=False, index=True),
+)
+
+
 def insert_ignore(connection: Connection, table: Table) -> Insert:
     """``INSERT … ON CONFLICT DO NOTHING`` in the connection's dialect (SQLite or PostgreSQL)."""
     if connection.dialect.name == "postgresql":

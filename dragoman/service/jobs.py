@@ -67,6 +67,9 @@ LIST_MAX = 200
 #: Events of a kind's jobs: ``<prefix>.done`` and ``<prefix>.failed`` (spec 6: translation jobs send
 #: ``job.*``; tts sends ``tts.*`` and subtitle ``subtitle.*`` when those issues add their kinds).
 EVENT_PREFIX: Mapping[str, str] = {"translate": "job", "tts": "tts", "subtitle": "subtitle", "dub": "dub"}
+#: ``params["role"]`` of a job that does the shared work of a batch (a subtitle batch's recognition run,
+#: :mod:`dragoman.service.subtitle_jobs`): it reports through its batch's children, sends no webhook itself.
+ENGINE_ROLE = "engine"
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def _webhook_url(conn: Connection, job: JobRecord) -> str | None:
 
 def _emit(conn: Connection, job: JobRecord, event: str, payload: dict[str, Any]) -> None:
     """Enqueue ``event`` for ``job`` in this transaction, when the job or its key has a webhook URL."""
-    if job.sync:
+    if job.sync or job.params.get("role") == ENGINE_ROLE:
         return
     url = _webhook_url(conn, job)
     if url is None:
@@ -201,6 +204,10 @@ def done_payload(job: JobRecord) -> dict[str, Any]:
         from dragoman.service.tts_jobs import done_payload as tts_done_payload  # it imports this module
 
         return tts_done_payload(job)
+    if job.kind == "subtitle":
+        from dragoman.service.subtitle_jobs import done_payload as subtitle_done_payload
+
+        return subtitle_done_payload(job)
     payload: dict[str, Any] = {
         "job_id": job.id,
         "status": job.status,
@@ -214,7 +221,12 @@ def done_payload(job: JobRecord) -> dict[str, Any]:
 
 
 def failed_payload(job: JobRecord) -> dict[str, Any]:
-    """Spec 6, ``job.failed``: job_id, error, batch_id when applicable."""
+    """Spec 6, ``job.failed``: job_id, error, batch_id when applicable (``subtitle.failed``: its own fields,
+    :func:`dragoman.service.subtitle_jobs.failed_payload`)."""
+    if job.kind == "subtitle":
+        from dragoman.service.subtitle_jobs import failed_payload as subtitle_failed_payload
+
+        return subtitle_failed_payload(job)
     payload: dict[str, Any] = {"job_id": job.id, "error": job.error}
     if job.batch_id is not None:
         payload["batch_id"] = job.batch_id
@@ -714,6 +726,10 @@ def child_summary(job: JobRecord) -> dict[str, Any]:
     if target is not None:
         summary["tgt"] = target
     summary["credits"] = job.credits or 0
+    if job.kind == "subtitle":
+        from dragoman.service.subtitle_jobs import child_fields
+
+        summary.update(child_fields(job))
     if job.error is not None and job.status == FAILED:
         summary["error"] = job.error
     return summary

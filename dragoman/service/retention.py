@@ -5,6 +5,10 @@ configurable) and the purge that enforces it. The job runner calls :func:`purge`
   its ``result`` and its ``artifacts``, whose files are deleted.
 - Files under ``exports/`` older than the results retention and under ``uploads/`` older than the uploads
   retention are deleted, whether or not a job still names them (the job is long finished by then).
+- Subtitle files (``subtitles/``, issue 15) follow the results retention like exports; rows of uploaded media
+  past their ``expires_ms`` are deleted (:func:`dragoman.service.media_store.purge_expired`), and subtitle
+  children whose batch's engine job ended without them are failed and refunded
+  (:func:`dragoman.service.subtitle_jobs.reconcile`).
 - Idempotency rows past their ``expires_ms`` (24 h) are deleted.
 - Webhook events delivered (or given up) more than :data:`WEBHOOK_EVENTS_DAYS` days ago are deleted with
   their delivery log.
@@ -57,7 +61,12 @@ def purge(db: Database, storage: Storage, settings: HostedSettings | Settings, n
     uploads_cutoff = now_ms - int(hosted.uploads_retention_days * DAY_MS)
     cleared, files = _clear_results(db, storage, results_cutoff)
     files += _delete_older(storage, "exports", results_cutoff)
+    files += _delete_older(storage, "subtitles", results_cutoff)
     uploads = _delete_older(storage, "uploads", uploads_cutoff)
+    from dragoman.service import media_store, subtitle_jobs  # they import the job machinery
+
+    media_store.purge_expired(db, now_ms)
+    subtitle_jobs.reconcile(db)
     with db.write() as conn:
         idem = conn.execute(delete(idempotency).where(idempotency.c.expires_ms < now_ms)).rowcount
     events = _purge_webhook_events(db, now_ms - WEBHOOK_EVENTS_DAYS * DAY_MS)

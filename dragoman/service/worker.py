@@ -154,14 +154,25 @@ class HostedWorker:
             from dragoman.speech.tts.synth import Synthesizer
 
             handlers["tts"] = make_tts_handler(Synthesizer(self.settings))
-        if "translate" not in self.queues:
+        if "translate" not in self.queues and "subtitle" not in self.queues:
             return handlers
         from dragoman.service.translation_jobs import make_translate_handler
         from dragoman.translation.engine import Engine
 
         self._engine = Engine(self.settings, provenance="server")
         self.owns_engine = True
-        handlers["translate"] = make_translate_handler(self._engine)
+        if "translate" in self.queues:
+            handlers["translate"] = make_translate_handler(self._engine)
+        if "subtitle" in self.queues:  # issue 15: recognition (models loaded on first use) + the engine
+            from dragoman.service.subtitle_jobs import make_subtitle_handler
+            from dragoman.speech.asr import Recognizer
+
+            handlers["subtitle"] = make_subtitle_handler(
+                self.db,
+                Recognizer(self.settings),
+                self._engine,
+                max_attempts=self.settings.hosted.job_attempts,
+            )
         return handlers
 
     # ----- the tasks' work ----------------------------------------------------------------------------

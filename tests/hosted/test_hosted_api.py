@@ -558,6 +558,11 @@ def test_openapi_covers_every_route(hosted: Hosted) -> None:
         ("/api/v1/tts/jobs/{job_id}/words", "get"),
         ("/api/v1/tts/jobs/{job_id}/words", "post"),
         ("/api/v1/tts/jobs/{job_id}/edit", "post"),
+        ("/api/v1/subtitles/upload", "post"),  # subtitles (issue 15)
+        ("/api/v1/subtitles/create", "post"),
+        ("/api/v1/subtitles", "post"),
+        ("/api/v1/subtitles/{job_id}/status", "get"),
+        ("/api/v1/subtitles/{job_id}/download/{fmt}", "get"),
         ("/openapi.json", "get"),
     }
     assert {(p, m) for p, ops in paths.items() for m in ops} == expected

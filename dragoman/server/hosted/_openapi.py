@@ -83,12 +83,15 @@ def hosted_openapi(routes: Sequence[BaseRoute]) -> bytes:
     schemas["ErrorBody"] = error_schema
     paths = document["paths"]
     operations = [(path, method, op) for path, ops in paths.items() for method, op in ops.items()]
+    from dragoman.server.hosted.v1_subtitles import BEARER_ROUTES as SUBTITLE_BEARER_ROUTES
+
+    bearer_routes = _BEARER_ROUTES | SUBTITLE_BEARER_ROUTES
     for path, method, operation in operations:
-        if (path, method) in _BEARER_ROUTES:
+        if (path, method) in bearer_routes:
             operation["security"] = [{"bearer": []}]
         else:
             operation["security"] = [{}]
-        if path.startswith("/api/v1/") and (path, method) in _BEARER_ROUTES:
+        if path.startswith("/api/v1/") and (path, method) in bearer_routes:
             headers = {
                 name: {"description": text, "schema": {"type": "integer"}}
                 for name, text in _RATE_HEADERS_DOC.items()
@@ -164,6 +167,9 @@ def hosted_openapi(routes: Sequence[BaseRoute]) -> bytes:
             "schema": {"type": "string"},
         }
     _tts(paths, schemas)
+    from dragoman.server.hosted.v1_subtitles import openapi_fixups as subtitle_fixups
+
+    subtitle_fixups(paths)  # subtitles (issue 15): raw bodies, 202s, the download's formats
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

@@ -103,6 +103,7 @@ from dragoman.server.hosted.v1_jobs import (
     list_jobs_v1,
 )
 from dragoman.server.hosted.v1_misc import languages_v1, quote_v1, usage_v1
+from dragoman.server.hosted.v1_subtitles import ROUTES as SUBTITLE_ROUTES
 from dragoman.server.hosted.v1_translate import translate_v1
 from dragoman.server.hosted.v1_tts import (
     TtsJobResponse,
@@ -122,6 +123,7 @@ from dragoman.service.storage import Storage
 
 if TYPE_CHECKING:
     from dragoman.settings import Settings
+    from dragoman.speech.asr import Recognizer
     from dragoman.translation.engine import Engine
 
 
@@ -328,6 +330,8 @@ ROUTES = [
     ),
     # voice matches, word timings and edits (issue 14): :mod:`.v1_tts_voices`
     *TTS_VOICE_ROUTES,
+    # subtitles (spec 4.3; issue 15): :mod:`.v1_subtitles`
+    *SUBTITLE_ROUTES,
     ApiRoute(
         "/openapi.json", openapi, method="GET", response=dict[str, Any], response_description="OpenAPI 3.1"
     ),
@@ -397,10 +401,14 @@ def create_app(
     max_workers: int = 2,
     queue_limit: int = 64,
     request_timeout: float = 60.0,
+    recognizer: Recognizer | None = None,
+    asr_model: str | None = None,
 ) -> Starlette:
     """The hosted service's ASGI app. ``engine`` None: an Engine with provenance 'server' over ``settings``
     (closed with the app). ``start_workers``: the lifespan starts (and stops) the job runner and the webhook
-    dispatcher. The database must be migrated (:func:`dragoman.service.migrate.upgrade`; ``serve`` does)."""
+    dispatcher. The database must be migrated (:func:`dragoman.service.migrate.upgrade`; ``serve`` does).
+    ``recognizer`` (None: one over ``settings``, models loaded on first use) and ``asr_model`` (None: the
+    embedded Whisper base) serve subtitle jobs; tests pass a recognizer of the tiny Whisper."""
     from dragoman.service.dispatch import INPROCESS, make_dispatch
     from dragoman.service.translation_jobs import make_translate_handler
     from dragoman.service.tts_jobs import make_tts_handler
@@ -439,7 +447,17 @@ def create_app(
     state.synthesizer = Synthesizer(settings)  # speech engines probed on first use, once
     state.tts_handler = make_tts_handler(state.synthesizer)
     state.tts_catalogue = None
-    handlers = {"translate": handler, "tts": state.tts_handler}
+    from dragoman.service.subtitle_jobs import make_subtitle_handler
+    from dragoman.speech.asr import Recognizer
+
+    state.recognizer = recognizer or Recognizer(settings)  # speech recognition (issue 15): lazy, once
+    handlers = {
+        "translate": handler,
+        "tts": state.tts_handler,
+        "subtitle": make_subtitle_handler(
+            db, state.recognizer, engine, max_attempts=hosted.job_attempts, model=asr_model
+        ),
+    }
     state.dispatch = make_dispatch(hosted, db, handlers, storage)
     state.runner = state.dispatch.runner
     state.dispatcher = WebhookDispatcher(db, hosted) if state.dispatch.mode == INPROCESS else None
