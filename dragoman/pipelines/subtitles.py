@@ -272,7 +272,15 @@ def translate_track(
         for i, result in zip(alone, again, strict=True):
             placed[i] = match_first_case((cues[i].text,), result.translation, flores)
         every.extend(again)
+    # a cue whose translation came back empty keeps its source text (an empty cue would be dropped by the
+    # writers, and the tracks would no longer pair cue for cue)
+    empty = [i for i, cue in enumerate(cues) if not placed[i].strip() and cue.text.strip()]
+    for i in empty:
+        placed[i] = cues[i].text
     translated = tuple(_cue_with(cue, placed[i], rules) for i, cue in enumerate(cues))
+    warnings = [*track.warnings, *(w for r in every for w in r.warnings)]
+    if empty:
+        warnings.append(f"empty_translation: {len(empty)} cue(s) came back empty and keep the source text")
     return SubtitleTrack(
         language=language,
         cues=translated,
@@ -280,7 +288,7 @@ def translate_track(
         translated=True,
         provenance=every[0].provenance if every else "on-device",
         route=tuple(dict.fromkeys(step for r in every for step in r.route)),
-        warnings=tuple(dict.fromkeys([*track.warnings, *(w for r in every for w in r.warnings)])),
+        warnings=tuple(dict.fromkeys(warnings)),
     )
 
 
