@@ -7,10 +7,12 @@ than its name says (a PNG or a WAV named ``.mp4``), an audio stream whose header
 sample rate; and media that lasts no time at all (:class:`~dragoman.errors.EmptyMedia`). It does not
 require an audio stream (``has_audio`` says; the recogniser's callers use :func:`require_audio`).
 
-The duration is what the packets really cover, not only what the header declares: every packet is read
-(demuxed, not decoded: linear in the file's size, about a second for an hour of video on one core), and a
-header that declares more than the file holds (a truncated download, a forged duration) is not believed.
-Credits are billed on this duration, so a file can never be billed for more than it holds.
+The duration is what the packets really cover, not only what the header declares: the packets from ten
+seconds before the declared end to the end of the file are read (demuxed, not decoded), and every packet
+from the start when none is found there. A header that declares more than the file holds (a truncated
+download, a forged duration) or less (to be billed less) is not believed: the packets' span is the duration
+when it differs from the header's by more than :data:`DURATION_SLACK_S` seconds or 1%. Credits are billed on
+this duration, and decoding reads the same packets, so a file is billed for what it holds.
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ SUFFIX_FORMATS: dict[str, frozenset[str]] = {
     ".aif": frozenset({"aiff"}),
     ".amr": frozenset({"amr"}),
 }
+#: Seconds before the declared end from which a long file's packets are read to measure its duration.
+TAIL_SECONDS = 10.0
+#: Seconds the packets may differ from the declared duration before the header is not believed (codec
+#: padding and priming make them differ by tens of milliseconds in honest files).
+DURATION_SLACK_S = 0.5
 #: Demuxers of still images and text: never media to transcribe, whatever the name.
 _NOT_MEDIA = ("_pipe", "image2", "tty", "srt", "webvtt", "ass", "lrc", "subviewer", "jacosub", "mpl2")
 
@@ -180,9 +187,9 @@ def _check_type(path: Path, container: str) -> None:
         )
 
 
-def _measured(container: Any, path: Path) -> float | None:
-    """Seconds the packets of ``container`` cover (the latest packet end, from the earliest start), or None
-    when no packet has a time."""
+def _packet_span(container: Any) -> tuple[float, float] | None:
+    """The earliest start and the latest end (seconds) of the packets ``container`` yields from where it
+    stands to the end of the file, or None when it yields none with a time."""
     import av
 
     first = math.inf
@@ -199,7 +206,27 @@ def _measured(container: Any, path: Path) -> float | None:
         pass  # corrupt or cut short past here: what was read so far is what the file holds
     if last == -math.inf:
         return None
-    return max(0.0, last - first)
+    return first, last
+
+
+def _measured(container: Any, path: Path, declared: float | None) -> float | None:
+    """Seconds the packets of ``path`` cover, or None when no packet has a time. A long file is read from
+    :data:`TAIL_SECONDS` before its declared end (a seek, then the packets to the end of the file); when
+    nothing is found there (the file ends before its header says), every packet is read from the start."""
+    import av
+
+    origin = container.start_time / 1_000_000 if container.start_time is not None else 0.0
+    if declared is not None and declared > 2 * TAIL_SECONDS:
+        try:
+            container.seek(int((origin + declared - TAIL_SECONDS) * 1_000_000), backward=True)
+            span = _packet_span(container)
+        except av.FFmpegError:
+            span = None
+        if span is not None and span[1] >= origin + declared - TAIL_SECONDS:
+            return max(0.0, span[1] - origin)
+    with open_container(path) as again:
+        span = _packet_span(again)
+    return None if span is None else max(0.0, span[1] - span[0])
 
 
 def probe(path: str | Path, *, max_bytes: int | None = None) -> MediaInfo:
@@ -223,13 +250,13 @@ def probe(path: str | Path, *, max_bytes: int | None = None) -> MediaInfo:
                     f"{path.name}: audio stream {stream.index} declares a sample rate of "
                     f"{stream.sample_rate} Hz (a corrupt header: audio is {MIN_RATE}..{MAX_RATE} Hz)"
                 )
-        measured = _measured(container, path)
+        measured = _measured(container, path, declared)
     if measured is None:
         duration = 0.0
-    elif declared is None:
-        duration = measured
+    elif declared is None or abs(measured - declared) > max(DURATION_SLACK_S, 0.01 * declared):
+        duration = measured  # a header that says more (or less) than the packets hold is not believed
     else:
-        duration = min(declared, measured)
+        duration = declared
     if duration <= 0:
         raise EmptyMedia(f"{path.name} lasts 0 seconds: there is nothing to hear")
     return MediaInfo(path, name, duration, size, streams, declared)
