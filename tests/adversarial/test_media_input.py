@@ -105,12 +105,12 @@ def test_cut_short_files(tmp_path: Path) -> None:
     assert abs(decoded.duration - info.duration) < 0.3
     # a long one (its end is looked for near the declared end first, then found by reading from the start)
     long = _tone_mp4(tmp_path / "long.mp4", 60.0, faststart=True)
-    cut = tmp_path / "long-cut.mp4"
-    cut.write_bytes(long.read_bytes()[: long.stat().st_size * 2 // 3])
+    long_cut = tmp_path / "long-cut.mp4"
+    long_cut.write_bytes(long.read_bytes()[: long.stat().st_size * 2 // 3])
     assert probe(long).duration == pytest.approx(60.0, abs=0.1)
-    info = probe(cut)
+    info = probe(long_cut)
     assert info.declared_duration == pytest.approx(60.0, abs=0.1) and 20 < info.duration < 50
-    assert abs(decode_audio(cut).duration - info.duration) < 0.5
+    assert abs(decode_audio(long_cut).duration - info.duration) < 0.5
 
 
 def test_zero_seconds(tmp_path: Path) -> None:
