@@ -36,6 +36,8 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "ocr_translate": {"path": "in.png", "target": "es", "source": "en"},
     "speak": {"text": "Hello.", "language": "en"},
     "list_voices": {},
+    "transcribe": {"path": "in.mp4"},
+    "subtitle_file": {"path": "in.mp4"},
 }
 SHAPE = re.compile(r"^Error executing tool (?P<tool>\w+): (?P<message>.+) \[(?P<code>[a-z_]+)\]$", re.DOTALL)
 
@@ -152,6 +154,11 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, Any], str, str]] = [
         "invalid_request",
     ),
     ("ocr_translate", {"path": "in.png", "target": "es", "render": "maybe"}, "render", "invalid_request"),
+    ("transcribe", {"path": "in.mp4", "language": "x" * 17}, "language", "invalid_request"),
+    ("subtitle_file", {"path": "in.mp4", "formats": ["ass"]}, "formats", "invalid_request"),
+    ("subtitle_file", {"path": "in.mp4", "formats": []}, "formats", "invalid_request"),
+    ("subtitle_file", {"path": "in.mp4", "targets": ["es"] * 21}, "targets", "invalid_request"),
+    ("subtitle_file", {"path": "in.mp4", "overwrite": "maybe"}, "overwrite", "invalid_request"),
 ]
 
 

@@ -12,8 +12,6 @@ One recogniser per server process (:meth:`ServerState.recognizer`) loads each sp
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal, TypeVar
@@ -154,21 +152,14 @@ def _segments(transcript: Transcript) -> list[SegmentRow]:
 
 
 def _write_new(target: Path, data: bytes) -> None:
-    """``data`` written to ``target``, which must not exist (never replaced, even if it appears meanwhile)."""
+    """``data`` written to ``target``, which must not exist: a temporary beside it, linked into place (a file
+    that appeared meanwhile is not replaced either)."""
+    from dragoman.documents.base import atomic_output
+
     if not target.parent.is_dir():
         raise InvalidRequest(f"{target.parent} is not a folder; create it or choose another output_path")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        try:
-            os.link(tmp, target)  # fails when target exists: no overwrite, even in a race
-        except FileExistsError:
-            raise InvalidRequest(
-                f"{target} already exists; transcribe never overwrites: choose another"
-            ) from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    with atomic_output(target) as partial:
+        partial.write_bytes(data)
 
 
 async def transcribe(
