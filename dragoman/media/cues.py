@@ -28,7 +28,9 @@ The rules, each a field of :class:`CueRules`, and where they come from:
   points"). When a cue would run over two lines or seven seconds it is ended at the last phrase boundary
   in it (after a comma, semicolon, colon or dash, or before a conjunction such as "and", "but",
   "because", "que", "und", "et") that leaves at least a third of a cue before it, else before the word
-  that did not fit.
+  that did not fit. A cue that could not then stay on screen for ``min_duration`` before the next word (a
+  quick "Yes." with more speech right after it) goes on with what follows instead (Netflix: short sentences
+  may be combined in one event).
 - **Lines broken at phrase boundaries and balanced** (:func:`wrap_lines`). Netflix: line breaks "after
   punctuation marks, before conjunctions, before prepositions"; BBC 3.2: "break at the highest syntactic
   node"; both prefer two lines of similar length (BBC: a "pyramid" or balanced shape). A cue's text that fits
@@ -308,7 +310,9 @@ def _group(words: list[Word], rules: CueRules) -> list[list[Word]]:
     for word in words:
         if current:
             last = current[-1]
-            if ends_sentence(last.text) or word.start - last.end >= rules.pause_split:
+            # a cue ends at a sentence end or a pause, when it can then stay up long enough
+            room = word.start - current[0].start >= rules.min_duration + rules.min_gap
+            if room and (ends_sentence(last.text) or word.start - last.end >= rules.pause_split):
                 groups.append(current)
                 current = [word]
                 continue

@@ -144,10 +144,13 @@ def _speak(text: str, start: float = 0.0, per_char: float = 0.06, gap: float = 0
 
 
 def test_sentence_ends_and_pauses_end_cues() -> None:
-    words = _speak("Hello there. How are you")
+    words = _speak("Hello there. How are you", per_char=0.12)
     later = _speak("today my friend", start=words[-1].end + 1.0)
     cues = build_cues(words + later)
     assert [c.text for c in cues] == ["Hello there.", "How are you", "today my friend"]
+    # a sentence too short to be read alone shares its cue with the next one
+    quick = build_cues(_speak("Yes. I think so, my dear friend, and so does everybody else here."))
+    assert quick[0].text.startswith("Yes. I think") and quick[0].duration >= 1.0
 
 
 def test_silence_gets_no_cue_and_a_short_cue_is_held_into_it() -> None:
