@@ -192,3 +192,24 @@ def test_bad_media_and_options_are_typed_errors(
     error = json.loads(err)
     assert error["code"] == code_name and message in error["error"], error
     assert sorted(p.name for p in setup.iterdir()) == before
+
+
+def test_a_full_disk_is_a_typed_error_that_says_where_else_to_write(
+    setup: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    from dragoman.documents import partials
+
+    def full(destination: Path) -> Path:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(destination))
+
+    monkeypatch.setattr(partials, "create", full)
+    code, _, err = run(
+        capsys, "subtitles", str(setup / "talk.mp4"), "--model", TINY_ID, "--from", "en", "--json"
+    )
+    error = json.loads(err)
+    assert code == 2 and error["code"] == "file_access"
+    assert "no space left" in error["error"] and "-o/--output" in error["error"]
+    assert [p.name for p in setup.iterdir()] == ["talk.mp4"]

@@ -484,7 +484,7 @@ def _typed(exc: Exception, command: str) -> DragomanError:
     context = f"dragoman {command}"
     if isinstance(exc, OSError):
         hint = _FILE_HINTS.get(exc.errno or 0, "check the path and the disk")
-        if exc.errno in _ELSEWHERE and command in ("translate-file", "ocr"):
+        if exc.errno in _ELSEWHERE and command in ("translate-file", "ocr", "subtitles"):
             hint += ", or write elsewhere (-o/--output)"
         return file_error(exc, context, hint=hint)
     if isinstance(exc, RecursionError):

@@ -118,3 +118,22 @@ def test_cancelling_at_any_stage_leaves_no_file(
         )
     assert reached
     assert [p.name for p in folder.iterdir()] == ["talk.mkv"]  # no subtitle, no temporary
+
+
+def test_a_target_that_is_the_spoken_language_is_its_captions(
+    settings: Settings, speech: tuple[Path, list[SpeechClip]], tmp_path: Path
+) -> None:
+    media, _ = speech
+    with Engine(settings) as engine:
+        result = make_subtitles(
+            media,
+            Recognizer(settings, decode_overrides=TINY_DECODE),
+            engine,
+            targets=["eng_Latn", "es", "es-ES"],
+            options=TranscribeOptions(language="en", model=TINY_ID),
+            out_dir=tmp_path / "subs",
+        )
+    assert result.skipped == ("en",)
+    assert [t.language for t in result.tracks] == ["en", "es"]  # es and es-ES name one language
+    assert sorted(p.name for p in (tmp_path / "subs").iterdir()) == ["talk.en.srt", "talk.es.srt"]
+    assert "same_language: the speech is en; its captions are the en track" in result.warnings
