@@ -130,6 +130,19 @@ def test_translate_batch_failing_child_refunded_sibling_done_events_once(
         assert batch["captionCredits"] == 2 and batch["perChild"] == 4  # ceil(60 x 4 s / 60)
         assert batch["totalCredits"] == 2 + 2 * 4
         assert _balance(service, key) == 1_000 - 10
+        quote = c.post(  # the quote says exactly what the batch reserves (no key needed)
+            "/api/v1/quote",
+            json={
+                "product": "caption",
+                "durationSeconds": video["duration_seconds"],
+                "targetLangs": ["es", "de"],
+            },
+        )
+        assert quote.status_code == 200, quote.text
+        assert quote.json()["credits"] == batch["totalCredits"]
+        assert quote.json()["breakdown"]["perChild"] == batch["perChild"]
+        bad = c.post("/api/v1/quote", json={"product": "caption", "durationSeconds": "long"})
+        assert bad.status_code == 400
         spanish, german = batch["jobIds"]
         ended = wait_terminal(c, [spanish, german])
         assert ended[spanish]["status"] == "done" and ended[spanish]["target_lang"] == "es"

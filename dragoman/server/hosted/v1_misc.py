@@ -108,6 +108,9 @@ def _quote_file(upload: Upload) -> QuoteResponse:
 async def quote_v1(request: Request) -> Response:
     """What a translation would reserve (1 credit per 100 characters, rounded up, times langTier; min 1).
 
+    ``{"product": "caption", "durationSeconds", "targetLangs"}`` quotes a subtitle batch instead (spec 8:
+    30 credits a minute for captions, 60 a minute per target language, pro-rata per second rounded up).
+
     JSON ``{chars | fileBytes+mime, src, tgt}``, or multipart with the ``file`` itself (its characters are
     counted as the job would count them)."""
     if request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
@@ -118,6 +121,11 @@ async def quote_v1(request: Request) -> Response:
             upload.close()
     else:
         body = await read_limited(request, MAX_SMALL_BODY_BYTES)
+        from dragoman.server.hosted.v1_subtitles import caption_quote
+
+        caption = caption_quote(body)  # {"product": "caption", ...}: subtitles (issue 15)
+        if caption is not None:
+            return Response(caption, media_type=JSON)
         quote = await anyio.to_thread.run_sync(_quote_sync, body)
     return Response(quote.dump(), media_type=JSON)
 

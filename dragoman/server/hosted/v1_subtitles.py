@@ -492,6 +492,38 @@ async def download(request: Request) -> Response:
     )
 
 
+# ----- POST /api/v1/quote with product "caption" -----------------------------------------------------------
+#: ``product`` values that ask ``/api/v1/quote`` for a subtitle batch.
+CAPTION_PRODUCTS = frozenset({"caption", "subtitle", "subtitles"})
+
+
+class CaptionQuoteRequest(BaseModel):
+    """``POST /api/v1/quote`` for subtitles: what a batch over media of ``durationSeconds`` reserves (the
+    job bills the probed duration, which must agree within max(1 s, 2 %))."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=False)
+
+    product: Literal["caption", "subtitle", "subtitles"]
+    duration_seconds: float | int = Field(alias="durationSeconds", ge=0, le=10 * 24 * 3600)
+    target_langs: list[str] | None = Field(None, alias="targetLangs", max_length=64)
+    source_lang: str = Field("auto", alias="sourceLang", max_length=40)
+
+
+def caption_quote(body: bytes) -> bytes | None:
+    """The quote of a subtitle batch when ``body`` asks for one (``product`` caption); None otherwise (a
+    translation quote). 400 for a bad caption request."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("product") not in CAPTION_PRODUCTS:
+        return None
+    req = parse_model(CaptionQuoteRequest, body, '{"product": "caption", "durationSeconds": 90}')
+    _, targets = subtitle_jobs.languages(req.source_lang, req.target_langs)
+    quote = subtitle_jobs.subtitle_quote(round(float(req.duration_seconds) * 1000), len(targets))
+    return json.dumps(quote.to_dict()).encode()
+
+
 # ----- the route table's entries (:data:`dragoman.server.hosted.app.ROUTES`) --------------------------------
 def _routes() -> list[ApiRoute]:
     from dragoman.errors import (
@@ -610,6 +642,13 @@ def openapi_fixups(paths: dict[str, Any]) -> None:
         responses = paths[path]["post"]["responses"]
         if "200" in responses:
             responses["202"] = responses.pop("200")
+    quote = paths["/api/v1/quote"]["post"]
+    quote["description"] = (
+        quote.get("description", "")
+        + '\n\nSubtitles: send `{"product": "caption", "durationSeconds": 90, "targetLangs": ["es"]}`; the '
+        "answer's breakdown has mode, captionCredits, perChild and targets (spec 8: 30 credits a minute for "
+        "captions, 60 a minute per target, pro-rata per second rounded up; bilingual SRT free)."
+    )
     download_op = paths["/api/v1/subtitles/{job_id}/download/{fmt}"]["get"]
     download_op.setdefault("parameters", []).append(
         {"name": "fmt", "in": "path", "required": True, "schema": {"enum": list(subtitle_jobs.FORMATS)}}
