@@ -1,40 +1,42 @@
 """Word-timed cues that people can read: words (with their times) in, subtitle cues out.
 
 :func:`build_cues` groups recognised words into cues and :func:`wrap_lines` lays a cue's text out in lines.
-The rules, each a field of :class:`CueRules`, and where they come from:
+The rules, each a field of :class:`CueRules`, and where they come from. References: the Netflix Timed Text
+Style Guide (General Requirements, and the English (USA) guide) and the BBC Subtitle Guidelines
+(bbc.co.uk/accessibility/forproducts/guides/subtitles; section numbers below):
 
-- **At most 2 lines** (``max_lines``). Netflix Timed Text Style Guide (general requirements): "Maximum 2
-  lines"; BBC Subtitle Guidelines (2.3, "Number of lines"): "Subtitles should normally be one or two lines".
-- **At most 42 characters a line** (``max_line_chars``). Netflix's English (and most Latin-script) guides:
-  42 characters per line; the BBC's 37 for teletext-era screens (68% of a 16:9 width) is stricter. Width is
-  counted in columns: East Asian wide and full-width characters (CJK, kana, Hangul) count two, so a line of
-  Chinese holds 21 (Netflix's Chinese guide allows 16, Japanese 13: pass a smaller ``max_line_chars`` there).
-  A single word longer than a line keeps its own line (it is never cut).
-- **1 to 7 seconds on screen** (``min_duration``, ``max_duration``). Netflix: "Minimum duration: 5/6 second
-  per subtitle event", "Maximum duration: 7 seconds per subtitle event"; BBC (5.2) asks for at least 0.3 s a
-  word and no subtitle shorter than about a second. A cue shorter than ``min_duration`` is held on screen
-  into the silence after it, as far as the next cue allows; a cue never runs past ``max_duration``, except
-  a single word that is itself spoken for longer.
-- **Reading speed at most 20 characters a second** (``max_cps``). Netflix's adult programmes: 20 characters
-  per second (17 for children's); the BBC's 160-180 words a minute is about 15-17. Splitting cannot slow
-  speech down: a cue faster than this is held on screen into the following silence (up to ``max_duration``
-  and the next cue's gap) until its reading speed is within the rule, where the silence allows.
-- **A gap of at least 80 ms between cues** (``min_gap``). Netflix: "2 frames" between consecutive events
-  (83 ms at 24 fps) so the eye sees a change; the BBC's "at least one frame". A cue's end is pulled back from
-  the next cue's start when the words run on without a pause; cues never overlap.
+- **At most 2 lines** (``max_lines``). Netflix: "2 lines maximum", and text is kept on one line unless it
+  exceeds the character limit; BBC 3.3 "Avoid 3 lines or more".
+- **At most 42 characters a line** (``max_line_chars``). Netflix's English guides: 42 characters per line;
+  BBC 3.1 bounds the line at 68% of a 16:9 picture's width (about 37 characters), stricter. Width is counted
+  in columns: East Asian wide and full-width characters (CJK, kana, Hangul) count two, so a line of Chinese
+  holds 21 (Netflix's Chinese and Japanese guides allow fewer: pass a smaller ``max_line_chars`` there). A
+  single word longer than a line keeps its own line (it is never cut).
+- **1 to 7 seconds on screen** (``min_duration``, ``max_duration``). Netflix: minimum 5/6 of a second,
+  maximum 7 seconds per subtitle event; BBC 4.1 sets target minimum timings. A cue shorter than
+  ``min_duration`` is held on screen into the silence after it, as far as the next cue allows (Netflix lets
+  the out-time run past the end of the audio for reading speed); a cue never runs past ``max_duration``,
+  except a single word that is itself spoken for longer.
+- **Reading speed at most 20 characters a second** (``max_cps``). Netflix English (USA): up to 20 characters
+  per second for adult programmes (17 for children's, and for the English template); BBC 160-180 words a
+  minute. Splitting cannot slow speech down: a cue faster than this is held on screen into the following
+  silence (up to ``max_duration`` and the next cue's gap) until its reading speed is within the rule, where
+  the silence allows.
+- **A gap of at least 80 ms between cues** (``min_gap``). Netflix: a frame gap of "2 frames minimum" (83 ms
+  at 24 fps); BBC 4.5 on gaps between subtitles. A cue's end is pulled back from the next cue's start when
+  the words run on without a pause; cues never overlap.
 - **Breaks where the speech breaks** (``pause_split``). A cue ends at the end of a sentence (``.``,
-  ``!``, ``?``, ``…``, ``。！？``) and at a pause of ``pause_split`` seconds or more (BBC 5.1:
-  subtitles follow the rhythm of speech; Netflix: "subtitles should be broken at natural linguistic
-  points"). When a cue would run over two lines or seven seconds it is ended at the last phrase boundary
-  in it (after a comma, semicolon, colon or dash, or before a conjunction such as "and", "but",
-  "because", "que", "und", "et") that leaves at least a third of a cue before it, else before the word
-  that did not fit. A cue that could not then stay on screen for ``min_duration`` before the next word (a
-  quick "Yes." with more speech right after it) goes on with what follows instead (Netflix: short sentences
-  may be combined in one event).
-- **Lines broken at phrase boundaries and balanced** (:func:`wrap_lines`). Netflix: line breaks "after
-  punctuation marks, before conjunctions, before prepositions"; BBC 3.2: "break at the highest syntactic
-  node"; both prefer two lines of similar length (BBC: a "pyramid" or balanced shape). A cue's text that fits
-  one line stays on one line.
+  ``!``, ``?``, ``…``, ``。！？``) and at a pause of ``pause_split`` seconds or more (BBC 3.2: a subtitle
+  should hold a single sentence; BBC 5.1: match the subtitle to the pace of speaking). When a cue would run
+  over two lines or seven seconds it is ended at the last phrase boundary in it (after a comma, semicolon,
+  colon or dash, or before a conjunction such as "and", "but", "because", "que", "und", "et": BBC 3.4
+  "Break at natural points") that leaves at least a third of a cue before it, else before the word that
+  did not fit. A cue that could not then stay on screen for ``min_duration`` before the next word (a quick
+  "Yes." with more speech right after it) goes on with what follows instead (BBC 3.8 on short sentences).
+- **Lines broken at phrase boundaries and balanced** (:func:`wrap_lines`). Netflix: a line is broken
+  "after punctuation marks", "before conjunctions", "before prepositions"; BBC 3.4 the same. Of the breaks
+  that fit, the most even pair of lines is taken, a phrase boundary counting for a fifth of a line of
+  evenness, and a longer bottom line preferred to a longer top one.
 - **Never split a word.** Lines and cues break only between words; in scripts written without spaces (CJK,
   Thai, Lao, Khmer, Myanmar, Tibetan) a line may break between characters, as those scripts' own subtitling
   does.
