@@ -6,7 +6,11 @@ idempotent create, cancellation of a child, and the one-call route."""
 from __future__ import annotations
 
 import io
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +20,7 @@ from typing import Any
 import pysrt
 import pytest
 import webvtt
+from db_support import DbBackend
 from hosted_subtitles_support import (
     TINY_ID,
     create,
@@ -27,10 +32,12 @@ from hosted_subtitles_support import (
     wait_terminal,
 )
 from hosted_support import Hosted, Receiver, StartHosted
+from sqlalchemy import text
 from support import needs_apertium
 
 from dragoman.pipelines import subtitles as pipeline
-from dragoman.service import accounts, subtitle_jobs
+from dragoman.service import accounts, dispatch, subtitle_jobs
+from dragoman.service.db import Database
 from dragoman.speech.asr import Recognizer
 from dragoman.translation.engine import Engine
 
@@ -339,3 +346,61 @@ def test_one_call_upload_and_create(service: Hosted, clip: Path) -> None:
     uploads = service.settings.hosted.data_dir / "files" / "uploads"
     assert len(list(uploads.iterdir())) == 1
     assert re.fullmatch(r"[0-9a-f-]{36}", next(uploads.iterdir()).name)
+
+
+@pytest.mark.slow
+def test_procrastinate_defers_one_engine_job_and_a_worker_runs_the_batch(
+    start_hosted: StartHosted,
+    hosted_engine: tuple[Engine, Path],
+    recognizer: Recognizer,
+    db_backend: DbBackend,
+    clip: Path,
+    receiver: Receiver,
+    tmp_path: Path,
+) -> None:
+    """DRAGOMAN_DISPATCH=procrastinate: the batch's engine job alone is deferred, on queue ``subtitle``, in
+    the create's transaction; a worker process runs it and delivers the children's events."""
+    if not db_backend.is_postgres:
+        pytest.skip("Procrastinate runs on PostgreSQL")
+    url = db_backend.url(tmp_path / "pg")
+    schema_db = Database(url)
+    try:
+        dispatch.apply_schema(schema_db)
+    finally:
+        schema_db.dispose()
+    hosted = start_hosted(db_url=url, dispatch="procrastinate", recognizer=recognizer, asr_model=TINY_ID)
+    with hosted.client() as c:
+        video = upload(c, clip).json()
+        batch = create(c, video, sourceLang="en", targetLangs=["es"], webhook=receiver.url).json()
+        with hosted.db.read() as conn:
+            rows = conn.execute(text("SELECT queue_name, args FROM procrastinate_jobs")).mappings().all()
+        assert [r["queue_name"] for r in rows] == ["subtitle"]
+        assert rows[0]["args"]["job_id"] not in batch["jobIds"]  # the engine job, not a child
+        _, root = hosted_engine
+        env = {
+            **os.environ,
+            "DRAGOMAN_DB_URL": url,
+            "DRAGOMAN_DISPATCH": "procrastinate",
+            "DRAGOMAN_HOSTED_DIR": str(hosted.settings.hosted.data_dir),
+            "DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE": "1",
+            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
+            "DRAGOMAN_STATE_DIR": str(tmp_path / "worker-state"),
+            "DRAGOMAN_APERTIUM": "1",
+        }
+        script = Path(__file__).resolve().parents[1] / "hosted_subtitles_worker.py"
+        worker = subprocess.Popen(
+            [sys.executable, str(script), "subtitle,webhooks"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            ended = wait_terminal(c, batch["jobIds"], timeout=120)
+            wait_events(receiver, "subtitle.batch.completed", 1)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=60)
+    (child,) = batch["jobIds"]
+    assert ended[child]["status"] == "done", (ended, err.decode(errors="replace")[-3000:])
+    assert worker.returncode == 0, err.decode(errors="replace")[-3000:]
+    assert sorted(e["event"] for e in events(receiver)) == ["subtitle.batch.completed", "subtitle.done"]
