@@ -172,6 +172,7 @@ def test_an_interrupted_run_leaves_no_file(
         ("talk.mp4", ["--format", "bilingual_srt"], "invalid_request", "target"),
         ("talk.mp4", ["--to", "xx-nope"], "unknown_language", "xx-nope"),
         ("talk.mp4", ["--model", "absent"], "asr_model_not_installed", "absent"),
+        ("talk.mp4", ["-o", "{dir}/talk.mp4"], "invalid_request", "is not a folder"),
     ],
 )
 def test_bad_media_and_options_are_typed_errors(
@@ -187,6 +188,7 @@ def test_bad_media_and_options_are_typed_errors(
     (setup / "notes.mp4").write_text("this is not a video at all", encoding="utf-8")
     before = sorted(p.name for p in setup.iterdir())
     model = [] if "--model" in argv else ["--model", TINY_ID]
+    argv = [arg.format(dir=setup) for arg in argv]
     code, _, err = run(capsys, "subtitles", str(setup / name), *model, *argv, "--json")
     assert code == 2
     error = json.loads(err)

@@ -351,6 +351,15 @@ def refuse_existing(
             )
 
 
+def check_folder(out_dir: str | Path | None) -> None:
+    """InvalidRequest when ``out_dir`` names something that is not a folder (checked before any work)."""
+    if out_dir is None:
+        return
+    folder = Path(out_dir).expanduser().absolute()
+    if (folder.exists() or folder.is_symlink()) and not folder.is_dir():
+        raise InvalidRequest(f"{folder} is not a folder; give the folder to write the subtitle files into")
+
+
 def render_track(track: SubtitleTrack, fmt: str, source: SubtitleTrack | None = None) -> str:
     """``track`` in ``fmt`` (bilingual SRT pairs it with ``source``, cue for cue)."""
     if fmt == "bilingual_srt":
@@ -377,6 +386,7 @@ def write_outputs(
     (a file that appears meanwhile is not replaced either)."""
     media = Path(media_path).expanduser().absolute()
     chosen = check_formats(formats)
+    check_folder(out_dir)
     by_language = {t.language: t for t in tracks if not t.translated}
     contents: list[tuple[Path, str]] = []
     for track in tracks:
@@ -435,6 +445,7 @@ def make_subtitles(
     options = options or TranscribeOptions()
     media = Path(media_path).expanduser().absolute()
     chosen = check_formats(formats)
+    check_folder(out_dir)
     wanted = list(dict.fromkeys(target_code(t) for t in targets))
     if "bilingual_srt" in chosen and not wanted:
         raise InvalidRequest("bilingual_srt pairs captions with a translation: name a target language")
@@ -519,6 +530,7 @@ __all__ = [
     "SubtitleResult",
     "SubtitleTrack",
     "caption_track",
+    "check_folder",
     "check_formats",
     "make_subtitles",
     "output_name",
