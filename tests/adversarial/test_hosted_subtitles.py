@@ -254,3 +254,51 @@ def test_other_keys_see_nothing(service: Hosted, clip: Path) -> None:
         for lang in ("../../x", "e" * 100, "%00", "zz"):
             answer = c.get(f"/api/v1/subtitles/{job}/download/srt", params={"lang": lang})
             assert answer.status_code in (400, 404), (lang, answer.status_code)
+
+
+def test_a_recognition_that_fails_for_good_fails_and_refunds_every_child(
+    service: Hosted, clip: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dragoman.errors import MediaFormatError
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise MediaFormatError("the stored media cannot be decoded (test)")
+
+    monkeypatch.setattr(pipeline, "recognise_file", broken)
+    receiver = Receiver()
+    key, _ = service.new_key(credits=1_000)
+    try:
+        with service.client(key) as c:
+            video = upload(c, clip).json()
+            batch = create(c, video, sourceLang="en", targetLangs=["es", "de"], webhook=receiver.url).json()
+            ended = wait_terminal(c, batch["jobIds"])
+            assert {a["status"] for a in ended.values()} == {"failed"}
+            assert all("cannot be decoded" in a["error"] for a in ended.values())
+            engine = [j for j in c.get("/api/v1/jobs").json()["jobs"] if j["job_id"] not in batch["jobIds"]]
+            assert [j["status"] for j in engine] == ["failed"]
+        wait_events(receiver, "subtitle.batch.completed", 1)
+        time.sleep(1.0)
+        sent = sorted(e["event"] for e in events(receiver))
+        assert sent == ["subtitle.batch.completed", "subtitle.failed", "subtitle.failed"], sent
+    finally:
+        receiver.close()
+    assert _balance(service, key) == 1_000  # the recognition and both children refunded
+
+
+def test_expired_uploads_are_refused_then_purged(service: Hosted, clip: Path) -> None:
+    from sqlalchemy import update
+
+    from dragoman.service import retention
+    from dragoman.service.db import media, now_ms
+
+    key, _ = service.new_key(credits=1_000)
+    with service.client(key) as c:
+        video = upload(c, clip).json()
+        with service.db.write() as conn:
+            conn.execute(update(media).where(media.c.id == video["video_id"]).values(expires_ms=now_ms() - 1))
+        expired = create(c, video)
+        assert expired.status_code == 404 and "expired" in expired.json()["error"]
+    retention.purge(service.db, service.app.state.storage, service.settings, now_ms())
+    with service.db.read() as conn:
+        assert conn.execute(select(media.c.id).where(media.c.id == video["video_id"])).first() is None
+    assert _balance(service, key) == 1_000
