@@ -201,3 +201,17 @@ async def test_a_cancelled_subtitle_file_stops_and_leaves_no_file(
         listed = structured(await client.call_tool("list_languages", {}))  # the session is still usable
     assert stopped == ["cancelled"] and listed["count"] >= 2
     assert sorted(p.name for p in workdir.iterdir()) == ["talk.mp4"]
+
+
+async def test_a_broken_glossary_file_is_a_tool_error_and_nothing_is_written(
+    asr_env: dict[str, str], workdir: Path
+) -> None:
+    glossary = Path(asr_env["DRAGOMAN_GLOSSARY"])
+    glossary.parent.mkdir(parents=True, exist_ok=True)
+    glossary.write_text("{not json", encoding="utf-8")
+    async with in_process(asr_env, roots=[workdir]) as client:
+        broken = error_text(
+            await client.call_tool("subtitle_file", {"path": "talk.mp4", "model": TINY_ID, "targets": ["es"]})
+        )
+    assert "[glossary_file]" in broken
+    assert sorted(p.name for p in workdir.iterdir()) == ["talk.mp4"]

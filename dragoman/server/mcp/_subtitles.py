@@ -262,7 +262,6 @@ async def subtitle_file(
     from dragoman.speech.asr import TranscribeOptions
 
     allowed = _allowed(ctx, roots)
-    state = state_of(ctx)
     try:
         media = paths.check_allowed(path, allowed)
         folder = paths.check_allowed(output_dir, allowed) if output_dir else None
@@ -270,9 +269,9 @@ async def subtitle_file(
     except DragomanError as exc:
         raise tool_error(exc) from exc
     context = job_context(ctx.report_progress)
-    glossary = state.glossary.load() if targets else ()
 
     def work(state: ServerState) -> SubtitleOutput:
+        glossary = state.glossary.load() if targets else ()  # a broken glossary file is a tool error
         result = make_subtitles(
             media,
             state.recognizer(),
