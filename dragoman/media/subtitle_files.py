@@ -18,6 +18,7 @@ are UTF-8 without a byte-order mark.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -32,6 +33,8 @@ PARAGRAPH_PAUSE: Final = 2.0
 #: A timestamp as SubRip or WebVTT writes it (hours optional in WebVTT; comma or dot before the
 #: milliseconds). The document handlers read subtitle files with this pattern.
 TIMESTAMP_PATTERN: Final = r"(?:\d+:)?\d{1,2}:\d{2}[,.]\d{1,3}"
+#: An arrow of two or more dashes: ``-->`` in a text line would read as a timing line (``---->`` too).
+_ARROW = re.compile(r"-{2,}>")
 
 
 def _parts(seconds: float) -> tuple[int, int, int, int]:
@@ -60,7 +63,7 @@ def _safe_lines(lines: Sequence[str]) -> list[str]:
     out: list[str] = []
     for line in lines:
         for part in line.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-            text = part.strip().replace("-->", "->")
+            text = _ARROW.sub("->", part.strip())
             if text:
                 out.append(text)
     return out

@@ -214,3 +214,10 @@ def test_ffmpeg_cancelled_is_killed() -> None:
     finally:
         timer.cancel()
     assert time.monotonic() - started < 10
+
+
+def test_arrows_and_blank_lines_in_text_cannot_make_a_timing_line() -> None:
+    cue = Cue(1.0, 2.0, ("a ----> b --> c", "", "00:00:05,000 --> 00:00:06,000"))
+    for text in (write_srt([cue]), write_vtt([cue])):
+        assert text.count("-->") == 1  # the cue's own timing line only
+    assert pysrt.from_string(write_srt([cue]))[0].text == "a -> b -> c\n00:00:05,000 -> 00:00:06,000"
