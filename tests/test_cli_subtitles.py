@@ -215,3 +215,17 @@ def test_a_full_disk_is_a_typed_error_that_says_where_else_to_write(
     assert code == 2 and error["code"] == "file_access"
     assert "no space left" in error["error"] and "-o/--output" in error["error"]
     assert [p.name for p in setup.iterdir()] == ["talk.mp4"]
+
+
+def test_a_given_spoken_languages_captions_are_checked_before_any_work(
+    setup: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (setup / "talk.en.srt").write_text("mine", encoding="utf-8")
+
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("recognition ran for a file that could not be written")
+
+    monkeypatch.setattr(pipeline, "recognise_file", never)
+    code, _, err = run(capsys, "subtitles", str(setup / "talk.mp4"), "--model", TINY_ID, "--from", "en-US")
+    assert code == 2 and "talk.en.srt already exists" in err
+    assert (setup / "talk.en.srt").read_text(encoding="utf-8") == "mine"

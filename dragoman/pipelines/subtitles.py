@@ -449,7 +449,8 @@ def make_subtitles(
     wanted = list(dict.fromkeys(target_code(t) for t in targets))
     if "bilingual_srt" in chosen and not wanted:
         raise InvalidRequest("bilingual_srt pairs captions with a translation: name a target language")
-    given = None if options.language in ("", "auto") else options.language
+    # the spoken language's files are named with Whisper's code, the primary subtag of the one given
+    given = None if options.language in ("", "auto") else options.language.split("-")[0].lower()
     early = [(t, given or "src") for t in wanted] + ([(given, None)] if given else [])
     refuse_existing(
         [
