@@ -146,7 +146,7 @@ def _defer_queued(db: Database, *, job_id: str | None = None, limit: int = 1) ->
     where = "AND j.id = :job_id" if job_id is not None else ""
     query = text(
         "SELECT j.id, j.kind, j.run_after_ms FROM jobs j "
-        "WHERE j.status = 'queued' AND NOT j.sync "
+        "WHERE j.status = 'queued' AND NOT j.sync AND j.lease_owner IS NULL "
         f"{where} "
         "AND NOT EXISTS (SELECT 1 FROM procrastinate_jobs p "
         "WHERE p.queueing_lock = j.id AND p.status = 'todo') "

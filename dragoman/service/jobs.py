@@ -394,7 +394,9 @@ def claim(
             now = now_ms()
             query = (
                 select(jobs.c.id)
-                .where(jobs.c.status == QUEUED, jobs.c.run_after_ms <= now)
+                # a queued job parked under an owner (a subtitle batch's children, waiting for their engine
+                # job) is not for workers
+                .where(jobs.c.status == QUEUED, jobs.c.run_after_ms <= now, jobs.c.lease_owner.is_(None))
                 .order_by(jobs.c.created_ms, jobs.c.id)
                 .limit(1)
                 .with_for_update(skip_locked=True)

@@ -8,11 +8,12 @@ writes, in the caller's transaction:
 - one **child** job per output (params ``role: child``): caption-only (no ``targetLangs``) has one child of
   mode ``caption``; with targets, one child of mode ``translate`` per target language. Children carry the
   batch id, are what the client sees (``jobIds``), and are charged, refunded, polled, downloaded and
-  canceled one by one. They are never claimed by a worker: they are recorded ``active`` under the pseudo
-  lease owner ``subtitle-batch:<engine id>`` with no lease expiry (so neither a claim nor the expired-lease
-  sweep touches them); their ``status`` becomes ``done``/``failed`` through the same compare-and-set
-  transitions as every job (:func:`dragoman.service.jobs.complete` / ``fail`` under that owner), or
-  ``canceled`` by ``DELETE /api/v1/jobs/{id}``;
+  canceled one by one. They are never claimed by a worker: they wait ``queued`` under the pseudo lease
+  owner ``subtitle-batch:<engine id>`` (a claim and Procrastinate's orphan sweep skip queued jobs with an
+  owner), become ``active`` when their engine job starts (with no lease expiry: the expired-lease sweep
+  skips them), and ``done``/``failed`` through the same compare-and-set transitions as every job
+  (:func:`dragoman.service.jobs.complete` / ``fail`` under that owner), or ``canceled`` by
+  ``DELETE /api/v1/jobs/{id}``;
 - one **engine** job (params ``role: engine``, no batch id, kind ``subtitle``, queue ``subtitle``): the only
   one a worker runs. It sends no webhook of its own (its children do).
 
@@ -61,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection, and_, func, select, update
 
 from dragoman.errors import (
     Cancelled,
@@ -75,7 +76,7 @@ from dragoman.errors import (
 from dragoman.limits import MAX_FILE_BYTES
 from dragoman.progress import JobContext
 from dragoman.service import billing, jobs
-from dragoman.service.db import Database, batches
+from dragoman.service.db import Database, batches, now_ms
 from dragoman.service.db import jobs as jobs_table
 from dragoman.service.jobs import Handler, JobOutcome, JobRecord
 
@@ -304,7 +305,7 @@ def _write(
     conn.execute(
         update(jobs_table)
         .where(jobs_table.c.id.in_(ids), jobs_table.c.status == jobs.QUEUED)
-        .values(status=jobs.ACTIVE, lease_owner=child_owner(engine.id), lease_expires_ms=None)
+        .values(lease_owner=child_owner(engine.id), lease_expires_ms=None)
     )
     conn.execute(
         update(jobs_table)
@@ -383,6 +384,28 @@ def child_fields(job: JobRecord) -> dict[str, Any]:
 
 
 # ----- the engine job ---------------------------------------------------------------------------------------
+def activate_children(db: Database, engine_id: str) -> int:
+    """``queued → active`` for the children parked under ``engine_id`` (its run starts, or it ended and they
+    are to be failed); how many moved."""
+    with db.write() as conn:
+        now = now_ms()
+        return int(
+            conn.execute(
+                update(jobs_table)
+                .where(
+                    jobs_table.c.lease_owner == child_owner(engine_id),
+                    jobs_table.c.status == jobs.QUEUED,
+                )
+                .values(
+                    status=jobs.ACTIVE,
+                    attempts=jobs_table.c.attempts + 1,
+                    started_ms=func.coalesce(jobs_table.c.started_ms, now),
+                )
+            ).rowcount
+            or 0
+        )
+
+
 def _pending_children(db: Database, engine: JobRecord) -> list[JobRecord]:
     owner = child_owner(engine.id)
     with db.read() as conn:
@@ -417,6 +440,7 @@ def fail_children(db: Database, engine_id: str, error: str) -> int:
     """Fail every child still pending under ``engine_id`` (each refunded, ``subtitle.failed``, and the batch
     completed by the last); how many."""
     owner = child_owner(engine_id)
+    activate_children(db, engine_id)
     with db.read() as conn:
         ids = list(
             conn.execute(
@@ -447,7 +471,7 @@ def reconcile(db: Database, engine_ids: Iterable[str] | None = None) -> int:
         else:
             pending_owner = select(jobs_table.c.lease_owner).where(
                 jobs_table.c.kind == KIND,
-                jobs_table.c.status == jobs.ACTIVE,
+                jobs_table.c.status.in_(sorted(jobs.PENDING)),
                 jobs_table.c.lease_owner.like(f"{CHILD_OWNER_PREFIX}%"),
             )
             owners = {str(o)[len(CHILD_OWNER_PREFIX) :] for o in conn.execute(pending_owner).scalars()}
@@ -533,6 +557,7 @@ def _run_engine(
     from dragoman.speech.asr import TranscribeOptions
 
     params = job.params
+    activate_children(db, job.id)
     if not _pending_children(db, job):
         return JobOutcome(result=json.dumps({"stage": "canceled"}), credits=0)
     upload = media_store.get_any(db, str(params.get("video_id")))
