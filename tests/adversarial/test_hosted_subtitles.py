@@ -302,3 +302,35 @@ def test_expired_uploads_are_refused_then_purged(service: Hosted, clip: Path) ->
     with service.db.read() as conn:
         assert conn.execute(select(media.c.id).where(media.c.id == video["video_id"])).first() is None
     assert _balance(service, key) == 1_000
+
+
+@pytest.mark.parametrize(
+    ("suffix", "codecs"),
+    [
+        (".mkv", ["-c:v", "mpeg4", "-c:a", "aac"]),
+        (".webm", ["-c:v", "libvpx", "-c:a", "libopus"]),
+        (".mov", ["-c:v", "mpeg4", "-c:a", "aac"]),
+        (".mp3", ["-c:a", "libmp3lame"]),
+        (".wav", ["-c:a", "pcm_s16le"]),
+        (".ogg", ["-c:a", "libvorbis"]),
+        (".flac", ["-c:a", "flac"]),
+        (".m4a", ["-c:a", "aac"]),
+    ],
+)
+def test_every_container_uploads_with_its_probed_duration(
+    service: Hosted, tmp_path: Path, suffix: str, codecs: list[str]
+) -> None:
+    import subprocess
+
+    path = tmp_path / f"clip{suffix}"
+    video = "-c:v" in codecs
+    args = ["ffmpeg", "-y", "-v", "error", "-f", "lavfi", "-i", "sine=frequency=300:duration=2.5"]
+    if video:
+        args += ["-f", "lavfi", "-i", "testsrc=size=64x48:rate=5:duration=2.5"]
+    subprocess.run([*args, *codecs, "-shortest", str(path)], check=True, capture_output=True, timeout=60)
+    with service.client() as c:
+        answer = upload(c, path)
+        assert answer.status_code == 200, (suffix, answer.text)
+        body = answer.json()
+        assert abs(body["duration_seconds"] - 2.5) < 0.15 and body["has_video"] is video
+        assert body["size_bytes"] == path.stat().st_size
