@@ -603,8 +603,8 @@ def _run_engine(
             _set_stage(db, job, TRANSLATING, **detected)
         made: dict[str, str] = {}
         try:
-            made = _produce(
-                engine, child, source_track, src, str(target) if target else None, context, storage
+            _produce(
+                engine, child, source_track, src, str(target) if target else None, context, storage, made
             )
             outcome = JobOutcome(
                 result=json.dumps(
@@ -662,14 +662,26 @@ def _produce(
     target: str | None,
     context: JobContext,
     storage: Storage,
-) -> dict[str, str]:
-    """A translate child's files (a caption child's are the source files): ``{"<fmt>:<lang>": key}``."""
+    made: dict[str, str],
+) -> None:
+    """A translate child's files (a caption child's are the source files) stored and put in ``made``
+    (``{"<fmt>:<lang>": key}``) one by one, so a failure half-way deletes what it stored. A target that is
+    the spoken language is refused (the child fails and is refunded: its captions are the source files)."""
     if target is None:
-        return {}
+        return
+    from dragoman.languages import catalogue
     from dragoman.pipelines.subtitles import render_track, translate_track
 
+    try:
+        same = catalogue.resolve(target) == catalogue.resolve(src)
+    except DragomanError:  # a spoken language the catalogue does not know: not the target
+        same = False
+    if same:
+        raise InvalidRequest(
+            f"the media is spoken in {src}: its captions in {target} are the batch's source files "
+            f"(download with lang={src}); nothing was translated or charged"
+        )
     track = translate_track(source_track, engine, target, context=context)
-    made: dict[str, str] = {}
     for fmt in SOURCE_FORMATS:
         made[f"{fmt}:{target}"] = _store(
             storage, _child_keys(child.id, target, fmt), render_track(track, fmt)
@@ -679,7 +691,6 @@ def _produce(
         _child_keys(child.id, target, "bilingual_srt", src),
         render_track(track, "bilingual_srt", source=source_track),
     )
-    return made
 
 
 def _delete(storage: Storage, keys: Iterable[str]) -> None:

@@ -334,3 +334,28 @@ def test_every_container_uploads_with_its_probed_duration(
         body = answer.json()
         assert abs(body["duration_seconds"] - 2.5) < 0.15 and body["has_video"] is video
         assert body["size_bytes"] == path.stat().st_size
+
+
+def test_a_target_that_is_the_spoken_language_is_refused_and_refunded(
+    service: Hosted, clip: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dataclasses
+
+    real = pipeline.caption_track
+
+    def heard_spanish(*args: Any, **kwargs: Any) -> Any:
+        return dataclasses.replace(real(*args, **kwargs), language="es")
+
+    monkeypatch.setattr(pipeline, "caption_track", heard_spanish)
+    key, _ = service.new_key(credits=1_000)
+    with service.client(key) as c:
+        video = upload(c, clip).json()
+        batch = create(c, video, targetLangs=["es"]).json()  # sourceLang auto
+        (child,) = batch["jobIds"]
+        ended = wait_terminal(c, [child])[child]
+        assert ended["status"] == "failed" and "spoken in es" in ended["error"], ended
+        assert ended["source_lang"] == "es"
+    deadline = time.monotonic() + 10
+    while _balance(service, key) != 1_000 and time.monotonic() < deadline:
+        time.sleep(0.1)  # the engine job settles (released: no child done) after its child
+    assert _balance(service, key) == 1_000
