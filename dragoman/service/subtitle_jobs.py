@@ -717,16 +717,18 @@ class View:
 
     @property
     def status(self) -> str:
-        """The child's own status once it ended; before, the batch's (the engine job's: queued, active)."""
-        if self.job.terminal or self.engine is None:
+        """The child's own status once it ended; before, ``queued`` until the batch's engine job works on
+        it (and again while that job waits for an automatic retry), then ``active``."""
+        if self.job.terminal:
             return self.job.status
-        return jobs.QUEUED if self.engine.status == jobs.QUEUED else jobs.ACTIVE
+        waiting = self.engine is None or jobs.QUEUED in (self.engine.status, self.job.status)
+        return jobs.QUEUED if waiting else jobs.ACTIVE
 
     @property
     def stage(self) -> str:
         if self.job.terminal:
             return self.job.status
-        if self.engine is None or self.engine.status == jobs.QUEUED:
+        if self.status == jobs.QUEUED:
             return QUEUED_STAGE
         found = summary(self.engine).get("stage")
         return str(found) if isinstance(found, str) else RECOGNISING

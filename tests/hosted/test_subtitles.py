@@ -301,6 +301,17 @@ def test_cancel_a_child_refunds_it_while_its_sibling_completes(
         video = upload(c, clip).json()
         batch = create(c, video, sourceLang="en", targetLangs=["es", "de"], webhook=receiver.url).json()
         spanish, german = batch["jobIds"]
+        deadline = time.monotonic() + 20
+        running: dict[str, Any] = {}
+        while time.monotonic() < deadline:  # the engine job holds both children while it recognises
+            running = c.get(f"/api/v1/subtitles/{spanish}/status").json()
+            if running["stage"] == "recognising":
+                break
+            time.sleep(0.1)
+        assert running["status"] == "active" and running["stage"] == "recognising", running
+        assert running["progress_percent"] < 100 and running["credits"] is None
+        assert running["downloads"] == {} and running["batch"] == {"active": 2}
+        assert c.get(f"/api/v1/jobs/{german}").json()["status"] == "active"
         canceled = c.delete(f"/api/v1/jobs/{german}")
         assert canceled.status_code == 200, canceled.text
         assert canceled.json()["credits_refunded"] == batch["perChild"]
