@@ -728,7 +728,7 @@ class View:
     def stage(self) -> str:
         if self.job.terminal:
             return self.job.status
-        if self.status == jobs.QUEUED:
+        if self.status == jobs.QUEUED or self.engine is None:
             return QUEUED_STAGE
         found = summary(self.engine).get("stage")
         return str(found) if isinstance(found, str) else RECOGNISING
