@@ -359,3 +359,25 @@ def test_a_target_that_is_the_spoken_language_is_refused_and_refunded(
     while _balance(service, key) != 1_000 and time.monotonic() < deadline:
         time.sleep(0.1)  # the engine job settles (released: no child done) after its child
     assert _balance(service, key) == 1_000
+
+
+def test_retention_deletes_subtitle_files_and_uploads(service: Hosted, clip: Path) -> None:
+    from dragoman.service import retention
+    from dragoman.service.db import now_ms
+
+    key, _ = service.new_key(credits=1_000)
+    files = service.settings.hosted.data_dir / "files"
+    with service.client(key) as c:
+        video = upload(c, clip).json()
+        batch = create(c, video, sourceLang="en", targetLangs=["es"]).json()
+        (child,) = batch["jobIds"]
+        wait_terminal(c, [child])
+        assert c.get(f"/api/v1/subtitles/{child}/download/srt").status_code == 200
+        stored = [p for p in (files / "subtitles").rglob("*") if p.is_file()]
+        assert len(stored) >= 7  # the source track (3) and the target's (3) plus the bilingual SRT
+        later = now_ms() + 31 * 86_400_000  # past the 30 days of results and the 7 days of uploads
+        retention.purge(service.db, service.app.state.storage, service.settings, later)
+        assert c.get(f"/api/v1/subtitles/{child}/download/srt").status_code == 404
+        assert not [p for p in stored if p.exists()]
+        assert not (files / "uploads" / video["video_id"]).exists()
+        assert create(c, video).status_code == 404  # the upload's row went too
