@@ -526,6 +526,8 @@ def make_subtitle_handler(
         try:
             return _run_engine(db, recognizer, engine, job, context, storage, model)
         except Cancelled:
+            if jobs.status_of(db, job.id) in jobs.TERMINAL:  # canceled by its client: children fail now
+                reconcile(db, [job.id])
             raise
         except BaseException as exc:
             final = (

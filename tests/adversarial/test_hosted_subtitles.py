@@ -221,8 +221,9 @@ def test_an_engine_job_canceled_under_its_children_fails_and_refunds_them(
             listed = c.get("/api/v1/jobs").json()["jobs"]
             (engine,) = [j["job_id"] for j in listed if j["job_id"] not in batch["jobIds"]]
             assert c.delete(f"/api/v1/jobs/{engine}").status_code == 200
-            gate.set()
             child = batch["jobIds"][0]
+            assert c.get(f"/api/v1/jobs/{child}").json()["status"] == "failed"  # at once, not at a poll
+            gate.set()
             ended = wait_terminal(c, [child])[child]
             assert ended["status"] == "failed" and "recognition" in ended["error"]
     finally:
