@@ -1,0 +1,221 @@
+"""The dub's soundtrack (issue 16): the original audio with the dub lines over it, in bounded memory.
+
+- **Lines** are kept at the mix rate (:data:`MIX_RATE`) in a temporary file of raw float32
+  (:class:`LineStore`), not in memory, so a long video's thousands of lines cost disk, not RAM.
+- **Mixing** streams the original audio in chunks of :data:`CHUNK_SECONDS` (PyAV,
+  :func:`~dragoman.media.decode.iter_audio`): under each placed line the original is lowered by
+  ``DubOptions.duck_db`` with :data:`RAMP_SECONDS` ramps either side (so speech is pushed under the dub while
+  music and effects stay audible under it, and at their own level between lines), the line is added, and the
+  chunk is appended to a raw float32 file and measured (:class:`LoudnessMeter`). Memory: one chunk, the lines
+  that overlap it, and ten loudness values per second of media.
+- **Loudness**: the mix's integrated loudness (ITU-R BS.1770-4, the same measure as
+  :func:`~dragoman.media.audio.loudness_lufs`, here chunk by chunk) gives the gain to
+  ``DubOptions.loudness_lufs`` (at most :data:`MAX_GAIN_DB` up, so near-silence is not blown up into
+  noise); ffmpeg applies it with a look-ahead limiter holding sample peaks at :data:`PEAK_LIMIT` (−1.5 dBFS,
+  which keeps true peaks about −1 dBTP) while encoding (:func:`audio_filter`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import numpy.typing as npt
+
+from dragoman.media.audio import ABSOLUTE_GATE_LUFS, RELATIVE_GATE_LU, Audio, _k_weighted, resample
+from dragoman.progress import JobContext
+
+#: The rate the soundtrack is mixed and encoded at (Hz).
+MIX_RATE = 48_000
+#: Seconds of original audio mixed at a time.
+CHUNK_SECONDS = 30.0
+#: Seconds over which the original is lowered before a line and raised again after it.
+RAMP_SECONDS = 0.05
+#: The most the mix is raised toward the loudness target (dB).
+MAX_GAIN_DB = 20.0
+#: Sample peak ceiling of the limiter (linear; −1.5 dBFS).
+PEAK_LIMIT = 0.84
+#: Seconds of preceding audio the K-weighting of a chunk sees (its impulse response has died out by then).
+_K_CONTEXT_S = 2.0
+
+
+@dataclass(frozen=True)
+class PlacedLine:
+    """A fitted line in the :class:`LineStore`: where it starts in the media (seconds), and its samples'
+    offset and count in the store."""
+
+    start: float
+    offset: int
+    length: int
+
+    def start_sample(self, rate: int = MIX_RATE) -> int:
+        return round(self.start * rate)
+
+
+class LineStore:
+    """Fitted lines as raw float32 at :data:`MIX_RATE` in ``path`` (appended; read back memory-mapped)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: BinaryIO | None = path.open("wb")
+        self._size = 0
+        self._map: npt.NDArray[np.float32] | None = None
+
+    def add(self, start: float, audio: Audio) -> PlacedLine:
+        assert self._file is not None, "the store is closed for writing"
+        samples = resample(audio, MIX_RATE).samples.astype("<f4", copy=False)
+        self._file.write(samples.tobytes())
+        placed = PlacedLine(start, self._size, len(samples))
+        self._size += len(samples)
+        return placed
+
+    def samples(self, line: PlacedLine) -> npt.NDArray[np.float32]:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._map is None:
+            if self._size == 0:
+                return np.zeros(0, dtype=np.float32)
+            self._map = np.memmap(self.path, dtype="<f4", mode="r", shape=(self._size,))
+        return self._map[line.offset : line.offset + line.length]
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self._map = None
+
+
+class LoudnessMeter:
+    """Integrated loudness (BS.1770-4: K-weighting, 400 ms blocks every 100 ms, absolute and relative gates)
+    of audio fed chunk by chunk. Each chunk is K-weighted with :data:`_K_CONTEXT_S` of the audio before it,
+    so the result matches a measure of the whole within a few hundredths of a dB."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self._segment = round(0.1 * rate)
+        self._tail = np.zeros(0, dtype=np.float64)
+        self._pending = np.zeros(0, dtype=np.float64)  # K-weighted squares not yet making a segment
+        self._segments: list[float] = []
+
+    def feed(self, samples: npt.NDArray[np.float32]) -> None:
+        x = samples.astype(np.float64)
+        if len(x) == 0:
+            return
+        joined = np.concatenate([self._tail, x])
+        y = _k_weighted(joined, self.rate)[len(self._tail) :]
+        self._tail = joined[-round(_K_CONTEXT_S * self.rate) :]
+        squares = np.concatenate([self._pending, y * y])
+        whole = len(squares) // self._segment
+        if whole:
+            sums = squares[: whole * self._segment].reshape(whole, self._segment).sum(axis=1)
+            self._segments.extend(float(s) for s in sums)
+        self._pending = squares[whole * self._segment :]
+
+    def lufs(self) -> float:
+        """The integrated loudness so far (``-inf`` for silence or less than one block)."""
+        seg = np.asarray(self._segments, dtype=np.float64)
+        if len(seg) < 4:
+            return float("-inf")
+        power = (seg[:-3] + seg[1:-2] + seg[2:-1] + seg[3:]) / (4 * self._segment)
+        with np.errstate(divide="ignore"):
+            block_lufs = -0.691 + 10 * np.log10(power)
+        gated = power[block_lufs > ABSOLUTE_GATE_LUFS]
+        if len(gated) == 0:
+            return float("-inf")
+        relative = -0.691 + 10 * math.log10(float(gated.mean())) + RELATIVE_GATE_LU
+        final = power[(block_lufs > ABSOLUTE_GATE_LUFS) & (block_lufs > relative)]
+        if len(final) == 0:
+            return float("-inf")
+        return -0.691 + 10 * math.log10(float(final.mean()))
+
+
+def _duck_envelope(
+    a: int, n: int, lines: Sequence[PlacedLine], duck: float, rate: int
+) -> npt.NDArray[np.float64]:
+    """The original's gain over samples ``a..a+n``: 1, lowered to ``duck`` under each line with ramps."""
+    gain = np.ones(n, dtype=np.float64)
+    ramp = max(1, round(RAMP_SECONDS * rate))
+    t = np.arange(a, a + n, dtype=np.float64)
+    for line in lines:
+        s = line.start_sample(rate)
+        e = s + line.length
+        lo, hi = max(a, s - ramp), min(a + n, e + ramp)
+        if hi <= lo:
+            continue
+        seg = t[lo - a : hi - a]
+        w = np.clip((seg - (s - ramp)) / ramp, 0.0, 1.0) * np.clip(((e + ramp) - seg) / ramp, 0.0, 1.0)
+        gain[lo - a : hi - a] = np.minimum(gain[lo - a : hi - a], 1.0 - (1.0 - duck) * w)
+    return gain
+
+
+def mix_to_file(
+    original: Iterable[Audio] | None,
+    total_samples: int,
+    lines: Sequence[PlacedLine],
+    store: LineStore,
+    out: Path,
+    *,
+    duck_db: float,
+    context: JobContext | None = None,
+) -> float:
+    """Mix ``lines`` (sorted by start) over ``original`` (chunks at :data:`MIX_RATE`; None: silence of
+    ``total_samples``) into ``out`` as raw float32 little-endian mono; answers the mix's integrated loudness
+    (LUFS). The mix lasts as long as the original audio (``total_samples`` when there is none); a line running
+    past the end is cut there."""
+    rate = MIX_RATE
+    duck = 10 ** (duck_db / 20)
+    ramp = round(RAMP_SECONDS * rate)
+    meter = LoudnessMeter(rate)
+    ordered = sorted(lines, key=lambda line: line.start)
+    chunks: Iterable[Audio]
+    if original is None:
+        size = round(CHUNK_SECONDS * rate)
+        chunks = (
+            Audio(np.zeros(min(size, total_samples - a), dtype=np.float32), rate)
+            for a in range(0, total_samples, size)
+        )
+    else:
+        chunks = original
+    active: list[PlacedLine] = []
+    upcoming = 0
+    a = 0
+    with out.open("wb") as sink:
+        for chunk in chunks:
+            if context is not None:
+                context.check()
+            n = len(chunk.samples)
+            if n == 0:
+                continue
+            b = a + n
+            while upcoming < len(ordered) and ordered[upcoming].start_sample(rate) - ramp < b:
+                active.append(ordered[upcoming])
+                upcoming += 1
+            active = [line for line in active if line.start_sample(rate) + line.length + ramp > a]
+            mixed = chunk.samples.astype(np.float64) * _duck_envelope(a, n, active, duck, rate)
+            for line in active:
+                s = line.start_sample(rate)
+                lo, hi = max(a, s), min(b, s + line.length)
+                if hi > lo:
+                    mixed[lo - a : hi - a] += store.samples(line)[lo - s : hi - s]
+            out32 = mixed.astype("<f4")
+            meter.feed(out32)
+            sink.write(out32.tobytes())
+            a = b
+    return meter.lufs()
+
+
+def gain_to(measured: float, target: float, *, lines: int) -> float:
+    """The gain (dB) that brings a mix measured at ``measured`` LUFS to ``target``: none for silence or a
+    mix with no dub line (the original is given back as it was), at most :data:`MAX_GAIN_DB` up."""
+    if lines == 0 or not math.isfinite(measured):
+        return 0.0
+    return float(min(MAX_GAIN_DB, target - measured))
+
+
+def audio_filter(gain_db: float) -> str:
+    """The ffmpeg filter that applies ``gain_db`` and limits peaks to :data:`PEAK_LIMIT` (no delay)."""
+    return f"volume={gain_db:.2f}dB,alimiter=limit={PEAK_LIMIT}:level=0:latency=1"
