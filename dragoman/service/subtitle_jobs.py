@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, func, select, update
+from sqlalchemy import Connection, select
 
 from dragoman.errors import (
     Cancelled,
@@ -75,9 +75,8 @@ from dragoman.errors import (
 )
 from dragoman.limits import MAX_FILE_BYTES
 from dragoman.progress import JobContext
-from dragoman.service import billing, jobs
-from dragoman.service.db import Database, batches, now_ms
-from dragoman.service.db import jobs as jobs_table
+from dragoman.service import billing, engine_batches, jobs
+from dragoman.service.db import Database, batches
 from dragoman.service.jobs import Handler, JobOutcome, JobRecord
 
 if TYPE_CHECKING:
@@ -116,16 +115,12 @@ DURATION_TOLERANCE_SHARE = 0.02
 RECOGNITION_SHARE = 70
 #: Stages a status reports.
 QUEUED_STAGE, RECOGNISING, CAPTIONING, TRANSLATING = "queued", "recognising", "captioning", "translating"
+#: The engine-job batch machinery (:mod:`dragoman.service.engine_batches`) of subtitle jobs.
+BATCH = engine_batches.EngineBatch(KIND, CHILD_OWNER_PREFIX, run_name="recognition run")
+per_minute = engine_batches.per_minute
 
 
 # ----- prices -----------------------------------------------------------------------------------------------
-def per_minute(duration_ms: int, credits_per_minute: int) -> int:
-    """``ceil(credits_per_minute x seconds / 60)`` on whole milliseconds (exact; at least 1 for any media)."""
-    if duration_ms <= 0:
-        return 0
-    return max(1, -(-duration_ms * credits_per_minute // 60_000))
-
-
 @dataclass(frozen=True)
 class SubtitleQuote:
     """What a subtitle batch reserves (module notes): ``caption`` is the recognition charge, ``per_child``
@@ -213,7 +208,7 @@ def languages(source_lang: str | None, target_langs: Sequence[str] | None) -> tu
 
 # ----- submitting -------------------------------------------------------------------------------------------
 def child_owner(engine_id: str) -> str:
-    return f"{CHILD_OWNER_PREFIX}{engine_id}"
+    return BATCH.child_owner(engine_id)
 
 
 @dataclass(frozen=True)
@@ -302,36 +297,17 @@ def _write(
     ]
     batch_id, children = jobs.submit_batch(db, key, KIND, children_spec, webhook_url, conn=conn)
     ids = [child.id for child in children]
-    conn.execute(
-        update(jobs_table)
-        .where(jobs_table.c.id.in_(ids), jobs_table.c.status == jobs.QUEUED)
-        .values(lease_owner=child_owner(engine.id), lease_expires_ms=None)
-    )
-    conn.execute(
-        update(jobs_table)
-        .where(jobs_table.c.id == engine.id)
-        .values(params={**engine.params, "batch_id": batch_id, "children": ids})
-    )
-    made = [_load(conn, engine.id), *(_load(conn, i) for i in ids)]
-    return Submitted(batch_id, made[0], made[1:], quote)
+    parked = BATCH.park(conn, engine, ids, batch_id=batch_id)
+    return Submitted(batch_id, parked, [_load(conn, i) for i in ids], quote)
 
 
-def _load(conn: Connection, job_id: str) -> JobRecord:
-    row = conn.execute(select(jobs_table).where(jobs_table.c.id == job_id)).mappings().first()
-    assert row is not None
-    return JobRecord.from_row(row)
+_load = engine_batches.load
 
 
 # ----- what children say ------------------------------------------------------------------------------------
 def summary(job: JobRecord) -> dict[str, Any]:
     """A job's JSON ``result`` as a dict (empty when it has none)."""
-    if not job.result:
-        return {}
-    try:
-        data = json.loads(job.result)
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+    return engine_batches.summary(job)
 
 
 def source_lang_of(job: JobRecord, engine: JobRecord | None = None) -> str | None:
@@ -385,106 +361,30 @@ def child_fields(job: JobRecord) -> dict[str, Any]:
 
 # ----- the engine job ---------------------------------------------------------------------------------------
 def activate_children(db: Database, engine_id: str) -> int:
-    """``queued → active`` for the children parked under ``engine_id`` (its run starts, or it ended and they
-    are to be failed); how many moved."""
-    with db.write() as conn:
-        now = now_ms()
-        return int(
-            conn.execute(
-                update(jobs_table)
-                .where(
-                    jobs_table.c.lease_owner == child_owner(engine_id),
-                    jobs_table.c.status == jobs.QUEUED,
-                )
-                .values(
-                    status=jobs.ACTIVE,
-                    attempts=jobs_table.c.attempts + 1,
-                    started_ms=func.coalesce(jobs_table.c.started_ms, now),
-                )
-            ).rowcount
-            or 0
-        )
+    """``queued → active`` for the children parked under ``engine_id``; how many moved."""
+    return BATCH.activate_children(db, engine_id)
 
 
 def _pending_children(db: Database, engine: JobRecord) -> list[JobRecord]:
-    owner = child_owner(engine.id)
-    with db.read() as conn:
-        rows = (
-            conn.execute(
-                select(jobs_table)
-                .where(jobs_table.c.lease_owner == owner, jobs_table.c.status == jobs.ACTIVE)
-                .order_by(jobs_table.c.created_ms, jobs_table.c.id)
-            )
-            .mappings()
-            .all()
-        )
-    return [JobRecord.from_row(r) for r in rows]
+    return BATCH.pending_children(db, engine)
 
 
 def _set_stage(db: Database, engine: JobRecord, stage: str, **info: Any) -> None:
     """Record the batch's stage (and what is known: the detected language) in the running engine job."""
-    state = {"stage": stage, **info}
-    with db.write() as conn:
-        conn.execute(
-            update(jobs_table)
-            .where(
-                jobs_table.c.id == engine.id,
-                jobs_table.c.status == jobs.ACTIVE,
-                jobs_table.c.lease_owner == engine.lease_owner,
-            )
-            .values(result=json.dumps(state, ensure_ascii=False))
-        )
+    BATCH.set_stage(db, engine, stage, **info)
 
 
 def fail_children(db: Database, engine_id: str, error: str) -> int:
     """Fail every child still pending under ``engine_id`` (each refunded, ``subtitle.failed``, and the batch
     completed by the last); how many."""
-    owner = child_owner(engine_id)
-    activate_children(db, engine_id)
-    with db.read() as conn:
-        ids = list(
-            conn.execute(
-                select(jobs_table.c.id).where(
-                    jobs_table.c.lease_owner == owner, jobs_table.c.status == jobs.ACTIVE
-                )
-            ).scalars()
-        )
-    failed = 0
-    for child_id in ids:
-        failed += jobs.fail(db, child_id, owner, error, retryable=False) is not None
-    return failed
+    return BATCH.fail_children(db, engine_id, error)
 
 
 def reconcile(db: Database, engine_ids: Iterable[str] | None = None) -> int:
     """Fail the children whose engine job ended without producing them (canceled, or failed by the expired-
     lease sweep after its worker died on its last attempt); how many. ``engine_ids`` None: every batch
     (the hourly retention purge calls it so)."""
-    with db.read() as conn:
-        query = select(jobs_table.c.id, jobs_table.c.status).where(
-            jobs_table.c.kind == KIND, jobs_table.c.status.in_(sorted(jobs.TERMINAL))
-        )
-        if engine_ids is not None:
-            wanted = sorted(set(engine_ids))
-            if not wanted:
-                return 0
-            query = query.where(jobs_table.c.id.in_(wanted))
-        else:
-            pending_owner = select(jobs_table.c.lease_owner).where(
-                jobs_table.c.kind == KIND,
-                jobs_table.c.status.in_(sorted(jobs.PENDING)),
-                jobs_table.c.lease_owner.like(f"{CHILD_OWNER_PREFIX}%"),
-            )
-            owners = {str(o)[len(CHILD_OWNER_PREFIX) :] for o in conn.execute(pending_owner).scalars()}
-            if not owners:
-                return 0
-            query = query.where(jobs_table.c.id.in_(sorted(owners)))
-        ended = conn.execute(query).all()
-    moved = 0
-    for engine_id, status in ended:
-        moved += fail_children(
-            db, str(engine_id), f"the batch's recognition run ended ({status}) before this output"
-        )
-    return moved
+    return BATCH.reconcile(db, engine_ids)
 
 
 def _child_keys(job_id: str, lang: str, fmt: str, source: str | None = None) -> str:
@@ -498,14 +398,7 @@ def _store(storage: Storage, key: str, text: str) -> str:
     return key
 
 
-def _scaled(context: JobContext, start: int, span: int) -> JobContext:
-    """``context`` whose progress ``done/total`` lands in ``start .. start+span`` percent of the job."""
-
-    def progress(done: int, total: int, message: str) -> None:
-        share = (done * span) // total if total > 0 else 0
-        context.progress(start + max(0, min(span, share)), 100, message)
-
-    return JobContext(progress=progress, cancel=context.cancel, deadline=context.deadline)
+_scaled = engine_batches.scaled
 
 
 def make_subtitle_handler(
@@ -520,29 +413,10 @@ def make_subtitle_handler(
     per process) and the service's translation ``engine``; ``max_attempts`` is the runner's (a recognition
     failure on the last attempt fails the children)."""
 
-    def handle(job: JobRecord, context: JobContext, storage: Storage) -> JobOutcome:
-        if job.params.get("role") != ROLE_ENGINE:
-            raise InvalidRequest("a subtitle child job is produced by its batch's engine job, not run alone")
-        try:
-            return _run_engine(db, recognizer, engine, job, context, storage, model)
-        except Cancelled:
-            if jobs.status_of(db, job.id) in jobs.TERMINAL:  # canceled by its client: children fail now
-                reconcile(db, [job.id])
-            raise
-        except BaseException as exc:
-            final = (
-                not isinstance(exc, Exception)
-                or (isinstance(exc, DragomanError) and exc.status < 500)
-                or job.attempts >= max_attempts
-            )
-            if final and not context.cancel.cancelled:
-                message = (
-                    exc.message if isinstance(exc, DragomanError) else f"internal error: {type(exc).__name__}"
-                )
-                fail_children(db, job.id, message)
-            raise
+    def run(job: JobRecord, context: JobContext, storage: Storage) -> JobOutcome:
+        return _run_engine(db, recognizer, engine, job, context, storage, model)
 
-    return handle
+    return BATCH.handler(db, run, max_attempts=max_attempts)
 
 
 def _run_engine(
@@ -647,13 +521,7 @@ def _run_engine(
 
 
 def _pending_children_ids(db: Database, engine: JobRecord, child_id: str) -> bool:
-    with db.read() as conn:
-        status = conn.execute(
-            select(jobs_table.c.status).where(
-                and_(jobs_table.c.id == child_id, jobs_table.c.lease_owner == child_owner(engine.id))
-            )
-        ).scalar()
-    return status == jobs.ACTIVE
+    return BATCH.still_pending(db, engine, child_id)
 
 
 def _produce(
@@ -695,53 +563,17 @@ def _produce(
     )
 
 
-def _delete(storage: Storage, keys: Iterable[str]) -> None:
-    for key in keys:
-        try:
-            storage.delete(key)
-        except Exception:
-            log.warning("could not delete %s", key, exc_info=True)
+_delete = engine_batches.delete_keys
 
 
 # ----- reading a batch --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class View:
+class View(engine_batches.BatchView):
     """What a status poll of a child (or of the engine job) shows: the child, its engine job, its batch's
-    children."""
-
-    job: JobRecord
-    engine: JobRecord | None
-    children: list[JobRecord]
-
-    @property
-    def is_engine(self) -> bool:
-        return self.job.params.get("role") == ROLE_ENGINE
-
-    @property
-    def status(self) -> str:
-        """The child's own status once it ended; before, ``queued`` until the batch's engine job works on
-        it (and again while that job waits for an automatic retry), then ``active``."""
-        if self.job.terminal:
-            return self.job.status
-        waiting = self.engine is None or jobs.QUEUED in (self.engine.status, self.job.status)
-        return jobs.QUEUED if waiting else jobs.ACTIVE
+    children (:class:`~dragoman.service.engine_batches.BatchView`), with the subtitle stage and language."""
 
     @property
     def stage(self) -> str:
-        if self.job.terminal:
-            return self.job.status
-        if self.status == jobs.QUEUED or self.engine is None:
-            return QUEUED_STAGE
-        found = summary(self.engine).get("stage")
-        return str(found) if isinstance(found, str) else RECOGNISING
-
-    @property
-    def progress_percent(self) -> int:
-        if self.job.status == jobs.DONE:
-            return 100
-        if self.job.terminal or self.engine is None:
-            return self.job.progress_percent
-        return 100 if self.engine.status == jobs.DONE else self.engine.progress_percent
+        return self.stage_or(RECOGNISING)
 
     @property
     def source_lang(self) -> str | None:
@@ -751,20 +583,8 @@ class View:
 def view(db: Database, key_id: str, job_id: str) -> View:
     """The subtitle job ``job_id`` of ``key_id`` with its engine job and siblings (404 otherwise); an engine
     job that ended without its children first fails them (:func:`reconcile`)."""
-    from dragoman.errors import JobNotFound
-
-    job = jobs.get(db, key_id, job_id)
-    if job.kind != KIND:
-        raise JobNotFound(f"no subtitle job {job_id} (a {job.kind} job is at /api/v1/jobs/{job_id})")
-    engine_id = job.id if job.params.get("role") == ROLE_ENGINE else str(job.params.get("engine_job") or "")
-    with db.read() as conn:
-        row = conn.execute(select(jobs_table).where(jobs_table.c.id == engine_id)).mappings().first()
-    engine = None if row is None else JobRecord.from_row(row)
-    if engine is not None and engine.terminal and not job.terminal and reconcile(db, [engine.id]):
-        job = jobs.get(db, key_id, job_id)
-    batch_id = job.batch_id or (engine.params.get("batch_id") if engine is not None else None)
-    children = jobs.batch_children(db, key_id, str(batch_id)) if batch_id else [job]
-    return View(job, engine, children)
+    found = BATCH.view(db, key_id, job_id)
+    return View(found.job, found.engine, found.children)
 
 
 def batch_exists(db: Database, batch_id: str) -> bool:
