@@ -100,7 +100,7 @@ def loud_part(samples: npt.NDArray[np.float32], rate: int) -> npt.NDArray[np.flo
     frames = samples[: count * size].astype(np.float64).reshape(count, size)
     levels = np.sqrt((frames * frames).mean(axis=1))
     keep = levels >= float(levels.max()) * 10 ** (VOICE_GATE_DB / 20)
-    gated = (frames * keep[:, None]).reshape(-1).astype(np.float32)
+    gated: npt.NDArray[np.float32] = (frames * keep[:, None]).reshape(-1).astype(np.float32)
     return gated
 
 
