@@ -91,6 +91,7 @@ bench: setup
 	$(BIN)/python benchmarks/daemon.py
 	$(BIN)/python benchmarks/hosted.py
 	$(BIN)/python benchmarks/formats.py
+	$(BIN)/python benchmarks/subtitles.py
 
 # The scaled hosted service on this machine, for trying it (issue 13; README "Scaling out"): PostgreSQL, Redis
 # and moto's S3 server on loopback, `dragoman hosted migrate`, two API processes and two workers sharing them,

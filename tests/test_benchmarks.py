@@ -22,7 +22,17 @@ import pytest
 from support import needs_apertium
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SCRIPTS = ("apertium.py", "daemon.py", "engine.py", "formats.py", "hosted.py", "mcp.py", "scale.py", "tts.py")
+SCRIPTS = (
+    "apertium.py",
+    "daemon.py",
+    "engine.py",
+    "formats.py",
+    "hosted.py",
+    "mcp.py",
+    "scale.py",
+    "subtitles.py",
+    "tts.py",
+)
 
 
 def _load(name: str) -> ModuleType:
