@@ -556,6 +556,22 @@ class DurationMismatch(InvalidRequest):
         }
 
 
+# ----- hosted dubbing (issue 16) ---------------------------------------------------------------------
+class InvalidMediaUrl(InvalidRequest):
+    """A dub's media ``url`` the service will not fetch: not http(s), malformed, or a name or address it
+    refuses to call (private, loopback, link-local, CGNAT, multicast, reserved, cloud metadata: SSRF)."""
+
+    code = "invalid_media_url"
+
+
+class MediaFetchFailed(InvalidRequest):
+    """A dub's media ``url`` that could not be fetched: unreachable, an answer other than 200, an empty
+    body, too many redirects, or slower than the time allowed."""
+
+    status = 422
+    code = "media_fetch_failed"
+
+
 # ----- media: probe, decode, ffmpeg (issue 15) -------------------------------------------------------
 class MediaFormatError(DocumentFormatError):
     """A file that cannot be read as audio or video: corrupt, truncated before its index, not media at all

@@ -65,6 +65,8 @@ def start_service(
     workers: bool = True,
     recognizer: Any = None,
     asr_model: str | None = None,
+    synthesizer: Any = None,
+    dubber: Any = None,
     **values: Any,
 ) -> Hosted:
     """A hosted service over ``engine`` (whose packs are under ``root``) with its data in ``data_dir`` (the
@@ -84,6 +86,8 @@ def start_service(
         start_workers=workers,
         recognizer=recognizer,
         asr_model=asr_model,
+        synthesizer=synthesizer,
+        dubber=dubber,
     )
     daemon = BackgroundDaemon(app).__enter__()
     account = accounts.create_account(db, name="test", plan="pro", credits=100_000, test_credits=5_000)

@@ -13,16 +13,18 @@ here is the same for every product.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, and_, func, select, update
 
 from dragoman.errors import Cancelled, DragomanError, InvalidRequest, JobNotFound
-from dragoman.progress import JobContext
+from dragoman.progress import CancelToken, JobContext
 from dragoman.service import jobs
 from dragoman.service.db import Database, now_ms
 from dragoman.service.db import jobs as jobs_table
@@ -155,6 +157,37 @@ class EngineBatch:
                 )
             ).scalar()
         return status == jobs.ACTIVE
+
+    @contextlib.contextmanager
+    def child_context(
+        self, db: Database, engine: JobRecord, child_id: str, context: JobContext, *, every_s: float = 0.5
+    ) -> Iterator[JobContext]:
+        """``context`` for the work on one child that is also cancelled when the child is (canceled by its
+        client: it is no longer pending under the engine job), looked at every ``every_s`` seconds by a
+        watcher thread; the engine job's own cancellation passes through."""
+        token = CancelToken()
+        stop = threading.Event()
+
+        def watch() -> None:
+            while not stop.wait(every_s):
+                if context.cancel.cancelled:
+                    token.cancel(context.cancel.reason)
+                    return
+                try:
+                    pending = self.still_pending(db, engine, child_id)
+                except Exception:  # the database is busy: look again next time
+                    continue
+                if not pending:
+                    token.cancel(f"job {child_id} was canceled")
+                    return
+
+        watcher = threading.Thread(target=watch, name=f"watch-{child_id[:8]}", daemon=True)
+        watcher.start()
+        try:
+            yield JobContext(progress=context.progress, cancel=token, deadline=context.deadline)
+        finally:
+            stop.set()
+            watcher.join(timeout=5)
 
     def set_stage(self, db: Database, engine: JobRecord, stage: str, **info: Any) -> None:
         """Record the batch's stage (and what is known) as the running engine job's ``result``."""

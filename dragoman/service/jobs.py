@@ -208,6 +208,10 @@ def done_payload(job: JobRecord) -> dict[str, Any]:
         from dragoman.service.subtitle_jobs import done_payload as subtitle_done_payload
 
         return subtitle_done_payload(job)
+    if job.kind == "dub":
+        from dragoman.service.dub_jobs import done_payload as dub_done_payload
+
+        return dub_done_payload(job)
     payload: dict[str, Any] = {
         "job_id": job.id,
         "status": job.status,
@@ -227,6 +231,10 @@ def failed_payload(job: JobRecord) -> dict[str, Any]:
         from dragoman.service.subtitle_jobs import failed_payload as subtitle_failed_payload
 
         return subtitle_failed_payload(job)
+    if job.kind == "dub":
+        from dragoman.service.dub_jobs import failed_payload as dub_failed_payload
+
+        return dub_failed_payload(job)
     payload: dict[str, Any] = {"job_id": job.id, "error": job.error}
     if job.batch_id is not None:
         payload["batch_id"] = job.batch_id
@@ -732,6 +740,10 @@ def child_summary(job: JobRecord) -> dict[str, Any]:
         from dragoman.service.subtitle_jobs import child_fields
 
         summary.update(child_fields(job))
+    if job.kind == "dub":
+        from dragoman.service.dub_jobs import child_fields as dub_child_fields
+
+        summary.update(dub_child_fields(job))
     if job.error is not None and job.status == FAILED:
         summary["error"] = job.error
     return summary

@@ -9,6 +9,9 @@ configurable) and the purge that enforces it. The job runner calls :func:`purge`
   past their ``expires_ms`` are deleted (:func:`dragoman.service.media_store.purge_expired`), and subtitle
   children whose batch's engine job ended without them are failed and refunded
   (:func:`dragoman.service.subtitle_jobs.reconcile`).
+- Dub files (``dubs/``, issue 16: dubbed videos, audio, subtitles) follow the results retention too, and dub
+  children whose engine job ended without them are failed and refunded
+  (:func:`dragoman.service.dub_jobs.reconcile`).
 - Idempotency rows past their ``expires_ms`` (24 h) are deleted.
 - Webhook events delivered (or given up) more than :data:`WEBHOOK_EVENTS_DAYS` days ago are deleted with
   their delivery log.
@@ -62,11 +65,13 @@ def purge(db: Database, storage: Storage, settings: HostedSettings | Settings, n
     cleared, files = _clear_results(db, storage, results_cutoff)
     files += _delete_older(storage, "exports", results_cutoff)
     files += _delete_older(storage, "subtitles", results_cutoff)
+    files += _delete_older(storage, "dubs", results_cutoff)  # dubbed videos, audio, subtitles (issue 16)
     uploads = _delete_older(storage, "uploads", uploads_cutoff)
-    from dragoman.service import media_store, subtitle_jobs  # they import the job machinery
+    from dragoman.service import dub_jobs, media_store, subtitle_jobs  # they import the job machinery
 
     media_store.purge_expired(db, now_ms)
     subtitle_jobs.reconcile(db)
+    dub_jobs.reconcile(db)
     with db.write() as conn:
         idem = conn.execute(delete(idempotency).where(idempotency.c.expires_ms < now_ms)).rowcount
     events = _purge_webhook_events(db, now_ms - WEBHOOK_EVENTS_DAYS * DAY_MS)

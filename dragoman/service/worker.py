@@ -154,7 +154,7 @@ class HostedWorker:
             from dragoman.speech.tts.synth import Synthesizer
 
             handlers["tts"] = make_tts_handler(Synthesizer(self.settings))
-        if "translate" not in self.queues and "subtitle" not in self.queues:
+        if not {"translate", "subtitle", "dub"} & set(self.queues):
             return handlers
         from dragoman.service.translation_jobs import make_translate_handler
         from dragoman.translation.engine import Engine
@@ -171,6 +171,18 @@ class HostedWorker:
                 self.db,
                 Recognizer(self.settings),
                 self._engine,
+                max_attempts=self.settings.hosted.job_attempts,
+            )
+        if "dub" in self.queues:  # issue 16: recognition once per batch, the dub pipeline per target
+            from dragoman.service.dub_jobs import make_dub_handler
+            from dragoman.speech.asr import Recognizer as DubRecognizer
+            from dragoman.speech.tts.synth import Synthesizer as DubSynthesizer
+
+            handlers["dub"] = make_dub_handler(
+                self.db,
+                DubRecognizer(self.settings),
+                self._engine,
+                DubSynthesizer(self.settings),
                 max_attempts=self.settings.hosted.job_attempts,
             )
         return handlers

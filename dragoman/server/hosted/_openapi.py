@@ -83,9 +83,10 @@ def hosted_openapi(routes: Sequence[BaseRoute]) -> bytes:
     schemas["ErrorBody"] = error_schema
     paths = document["paths"]
     operations = [(path, method, op) for path, ops in paths.items() for method, op in ops.items()]
+    from dragoman.server.hosted.v1_dub import BEARER_ROUTES as DUB_BEARER_ROUTES
     from dragoman.server.hosted.v1_subtitles import BEARER_ROUTES as SUBTITLE_BEARER_ROUTES
 
-    bearer_routes = _BEARER_ROUTES | SUBTITLE_BEARER_ROUTES
+    bearer_routes = _BEARER_ROUTES | SUBTITLE_BEARER_ROUTES | DUB_BEARER_ROUTES
     for path, method, operation in operations:
         if (path, method) in bearer_routes:
             operation["security"] = [{"bearer": []}]
@@ -170,6 +171,9 @@ def hosted_openapi(routes: Sequence[BaseRoute]) -> bytes:
     from dragoman.server.hosted.v1_subtitles import openapi_fixups as subtitle_fixups
 
     subtitle_fixups(paths)  # subtitles (issue 15): raw bodies, 202s, the download's formats
+    from dragoman.server.hosted.v1_dub import openapi_fixups as dub_fixups
+
+    dub_fixups(paths)  # dubbing (issue 16): 202, Idempotency-Key, the files, the quote's dub form
     return json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

@@ -95,6 +95,7 @@ from dragoman.server.hosted._models import (
     V1TranslateRequest,
 )
 from dragoman.server.hosted._openapi import hosted_openapi
+from dragoman.server.hosted.v1_dub import ROUTES as DUB_ROUTES
 from dragoman.server.hosted.v1_jobs import (
     cancel_job,
     export_docx,
@@ -122,8 +123,10 @@ from dragoman.service.ratelimit import RateLimiter
 from dragoman.service.storage import Storage
 
 if TYPE_CHECKING:
+    from dragoman.service.dub_jobs import Dubber
     from dragoman.settings import Settings
     from dragoman.speech.asr import Recognizer
+    from dragoman.speech.tts.synth import Synthesizer
     from dragoman.translation.engine import Engine
 
 
@@ -332,6 +335,8 @@ ROUTES = [
     *TTS_VOICE_ROUTES,
     # subtitles (spec 4.3; issue 15): :mod:`.v1_subtitles`
     *SUBTITLE_ROUTES,
+    # dubbing (spec 4.3; issue 16): :mod:`.v1_dub`
+    *DUB_ROUTES,
     ApiRoute(
         "/openapi.json", openapi, method="GET", response=dict[str, Any], response_description="OpenAPI 3.1"
     ),
@@ -403,12 +408,15 @@ def create_app(
     request_timeout: float = 60.0,
     recognizer: Recognizer | None = None,
     asr_model: str | None = None,
+    synthesizer: Synthesizer | None = None,
+    dubber: Dubber | None = None,
 ) -> Starlette:
     """The hosted service's ASGI app. ``engine`` None: an Engine with provenance 'server' over ``settings``
     (closed with the app). ``start_workers``: the lifespan starts (and stops) the job runner and the webhook
     dispatcher. The database must be migrated (:func:`dragoman.service.migrate.upgrade`; ``serve`` does).
     ``recognizer`` (None: one over ``settings``, models loaded on first use) and ``asr_model`` (None: the
-    embedded Whisper base) serve subtitle jobs; tests pass a recognizer of the tiny Whisper."""
+    embedded Whisper base) serve subtitle jobs; tests pass a recognizer of the tiny Whisper. ``synthesizer``
+    (None: one over ``settings``) serves tts and dub jobs; ``dubber`` (None: the dub pipeline) dubs."""
     from dragoman.service.dispatch import INPROCESS, make_dispatch
     from dragoman.service.translation_jobs import make_translate_handler
     from dragoman.service.tts_jobs import make_tts_handler
@@ -444,9 +452,10 @@ def create_app(
     state.tmp_dir = hosted.data_dir / "tmp"
     state.start_workers = start_workers
     # DRAGOMAN_DISPATCH=procrastinate: no job runner and no webhook dispatcher here (the workers run them)
-    state.synthesizer = Synthesizer(settings)  # speech engines probed on first use, once
+    state.synthesizer = synthesizer or Synthesizer(settings)  # speech engines probed on first use, once
     state.tts_handler = make_tts_handler(state.synthesizer)
     state.tts_catalogue = None
+    from dragoman.service.dub_jobs import make_dub_handler
     from dragoman.service.subtitle_jobs import make_subtitle_handler
     from dragoman.speech.asr import Recognizer
 
@@ -457,7 +466,18 @@ def create_app(
         "subtitle": make_subtitle_handler(
             db, state.recognizer, engine, max_attempts=hosted.job_attempts, model=asr_model
         ),
+        "dub": make_dub_handler(  # issue 16: recognition once per batch, then the dub pipeline per target
+            db,
+            state.recognizer,
+            engine,
+            state.synthesizer,
+            max_attempts=hosted.job_attempts,
+            model=asr_model,
+            dubber=dubber,
+        ),
     }
+    # a dub's media URL is fetched through the webhooks' SSRF guard, with its operator setting
+    state.media_fetch_allow_private = hosted.webhooks_allow_private
     state.dispatch = make_dispatch(hosted, db, handlers, storage)
     state.runner = state.dispatch.runner
     state.dispatcher = WebhookDispatcher(db, hosted) if state.dispatch.mode == INPROCESS else None

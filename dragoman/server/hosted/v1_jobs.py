@@ -17,7 +17,7 @@ from dragoman.server._http import model_response
 from dragoman.server.hosted._common import job_url
 from dragoman.server.hosted._gate import authenticate
 from dragoman.server.hosted._models import CancelResponse, JobListItem, JobListResponse, JobResponse
-from dragoman.service import jobs, subtitle_jobs
+from dragoman.service import dub_jobs, jobs, subtitle_jobs
 from dragoman.service.storage import Storage, safe_name
 from dragoman.service.usage import iso_ms
 
@@ -67,6 +67,7 @@ async def cancel_job(request: Request) -> Response:
     refunded = await anyio.to_thread.run_sync(jobs.cancel, request.app.state.db, key.key_id, job_id)
     # a subtitle batch's engine job canceled: its children fail (refunded) now, not at the next poll
     await anyio.to_thread.run_sync(subtitle_jobs.reconcile, request.app.state.db, [job_id])
+    await anyio.to_thread.run_sync(dub_jobs.reconcile, request.app.state.db, [job_id])  # a dub's, likewise
     return model_response(CancelResponse(job_id=job_id, credits_refunded=refunded))
 
 

@@ -109,7 +109,8 @@ async def quote_v1(request: Request) -> Response:
     """What a translation would reserve (1 credit per 100 characters, rounded up, times langTier; min 1).
 
     ``{"product": "caption", "durationSeconds", "targetLangs"}`` quotes a subtitle batch instead (spec 8:
-    30 credits a minute for captions, 60 a minute per target language, pro-rata per second rounded up).
+    30 credits a minute for captions, 60 a minute per target language, pro-rata per second rounded up);
+    ``{"product": "dub", "durationSeconds", "targetLang" | "targets"}`` a dub (150 a minute per target).
 
     JSON ``{chars | fileBytes+mime, src, tgt}``, or multipart with the ``file`` itself (its characters are
     counted as the job would count them)."""
@@ -126,6 +127,11 @@ async def quote_v1(request: Request) -> Response:
         caption = caption_quote(body)  # {"product": "caption", ...}: subtitles (issue 15)
         if caption is not None:
             return Response(caption, media_type=JSON)
+        from dragoman.server.hosted.v1_dub import dub_quote
+
+        dub = dub_quote(body)  # {"product": "dub", ...}: dubbing (issue 16)
+        if dub is not None:
+            return Response(dub, media_type=JSON)
         quote = await anyio.to_thread.run_sync(_quote_sync, body)
     return Response(quote.dump(), media_type=JSON)
 
