@@ -44,6 +44,7 @@ TOOLS = {
     "list_voices",
     "transcribe",
     "subtitle_file",
+    "dub_video",
 }
 READ_ONLY = {
     "translate",

@@ -457,6 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dragoman.cli.subtitles import register as register_subtitles
 
     register_subtitles(sub)
+    from dragoman.cli.dub import register as register_dub
+
+    register_dub(sub)
     return parser
 
 
@@ -484,7 +487,7 @@ def _typed(exc: Exception, command: str) -> DragomanError:
     context = f"dragoman {command}"
     if isinstance(exc, OSError):
         hint = _FILE_HINTS.get(exc.errno or 0, "check the path and the disk")
-        if exc.errno in _ELSEWHERE and command in ("translate-file", "ocr", "subtitles"):
+        if exc.errno in _ELSEWHERE and command in ("translate-file", "ocr", "subtitles", "dub"):
             hint += ", or write elsewhere (-o/--output)"
         return file_error(exc, context, hint=hint)
     if isinstance(exc, RecursionError):

@@ -38,6 +38,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "list_voices": {},
     "transcribe": {"path": "in.mp4"},
     "subtitle_file": {"path": "in.mp4"},
+    "dub_video": {"path": "in.mp4", "targets": ["es"]},
 }
 SHAPE = re.compile(r"^Error executing tool (?P<tool>\w+): (?P<message>.+) \[(?P<code>[a-z_]+)\]$", re.DOTALL)
 
@@ -159,6 +160,16 @@ BAD_ARGUMENTS: list[tuple[str, dict[str, Any], str, str]] = [
     ("subtitle_file", {"path": "in.mp4", "formats": []}, "formats", "invalid_request"),
     ("subtitle_file", {"path": "in.mp4", "targets": ["es"] * 21}, "targets", "invalid_request"),
     ("subtitle_file", {"path": "in.mp4", "overwrite": "maybe"}, "overwrite", "invalid_request"),
+    ("dub_video", {"path": "in.mp4"}, "missing argument 'targets'", "invalid_request"),
+    ("dub_video", {"path": "in.mp4", "targets": []}, "targets", "invalid_request"),
+    ("dub_video", {"path": "in.mp4", "targets": ["es"] * 11}, "targets", "invalid_request"),
+    (
+        "dub_video",
+        {"path": "in.mp4", "targets": ["es"], "voice_mode": "loud"},
+        "voice_mode",
+        "invalid_request",
+    ),
+    ("dub_video", {"path": "in.mp4", "targets": ["es"], "clone_id": "x" * 65}, "clone_id", "invalid_request"),
 ]
 
 

@@ -42,13 +42,15 @@ async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_anno
         assert tool.annotations.open_world_hint is False, name
         assert tool.annotations.read_only_hint is (name in READ_ONLY), name
         assert tool.annotations.idempotent_hint is (
-            name not in {"translate_file", "ocr_translate", "speak", "subtitle_file"}
+            name not in {"translate_file", "ocr_translate", "speak", "subtitle_file", "dub_video"}
         ), name
     # speak writes a new file each call and never overwrites one (issue 14)
     assert tools["speak"].annotations.destructive_hint is False  # type: ignore[union-attr]
     # transcribe writes only a new file when asked; subtitle_file may replace its outputs (issue 15)
     assert tools["transcribe"].annotations.destructive_hint is False  # type: ignore[union-attr]
     assert tools["subtitle_file"].annotations.destructive_hint is True  # type: ignore[union-attr]
+    # dub_video may replace its own outputs when told to (issue 16)
+    assert tools["dub_video"].annotations.destructive_hint is True  # type: ignore[union-attr]
     assert tools["glossary_remove"].annotations.destructive_hint is True  # type: ignore[union-attr]
     # glossary_add replaces a term already in its scope: destructive (issue 9, item 9)
     assert tools["glossary_add"].annotations.destructive_hint is True  # type: ignore[union-attr]

@@ -34,6 +34,7 @@ from dragoman.limits import MAX_BATCH_TEXTS, MAX_GLOSSARY_ENTRIES, MAX_TERM_CHAR
 from dragoman.server import paths
 from dragoman.server.local_store import GlossaryStore
 from dragoman.server.mcp import _sdk
+from dragoman.server.mcp._dub import dub_video
 from dragoman.server.mcp._models import (
     BatchOutput,
     DetectOutput,
@@ -527,6 +528,8 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
         subtitle_file,
         _annotations("Subtitle a video or audio file", read_only=False, idempotent=False, destructive=True),
     ),
+    # dubbing (issue 16): dub_video may replace its own output files (overwrite), like subtitle_file
+    (dub_video, _annotations("Dub a video", read_only=False, idempotent=False, destructive=True)),
 )
 
 
