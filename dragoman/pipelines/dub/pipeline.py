@@ -384,7 +384,9 @@ def mux_video(
         args += ["-c:s", SUBTITLE_CODECS[suffix]]
         for k, (lang, _) in enumerate(subtitles):
             args += [f"-metadata:s:s:{k}", f"language={iso639_2(lang)}"]
-    args += ["-t", f"{info.duration:.3f}", "-f", muxer, str(out)]
+    # the new audio's encoder delay is left as a negative start (edit list, codec delay) rather than every
+    # stream being shifted later by it: the copied video keeps its timestamps and the file its duration
+    args += ["-avoid_negative_ts", "disabled", "-t", f"{info.duration:.3f}", "-f", muxer, str(out)]
     run_ffmpeg(args, timeout=FFMPEG_TIMEOUT, context=context)
 
 
