@@ -563,6 +563,12 @@ def test_openapi_covers_every_route(hosted: Hosted) -> None:
         ("/api/v1/subtitles", "post"),
         ("/api/v1/subtitles/{job_id}/status", "get"),
         ("/api/v1/subtitles/{job_id}/download/{fmt}", "get"),
+        ("/api/v1/dub", "post"),  # dubbing (issue 16)
+        ("/api/v1/dub/{job_id}", "get"),
+        *(
+            (f"/api/v1/dub/{{job_id}}/{artifact}", "get")
+            for artifact in ("srt", "vtt", "txt", "bilingual-srt", "video", "audio")
+        ),
         ("/openapi.json", "get"),
     }
     assert {(p, m) for p, ops in paths.items() for m in ops} == expected
