@@ -41,6 +41,7 @@ from dragoman.errors import (
     PackIntegrityError,
     PackNotInstalled,
 )
+from dragoman.models import hf
 from dragoman.models.install import install_model
 from dragoman.models.kind import ModelKind
 from dragoman.models.store import ModelStore, dir_size, staging_dir, sweep_stale
@@ -235,6 +236,8 @@ def _named(model_id: str) -> ModelKind[AsrManifest, AsrInfo]:
 def source_id(source: str | Path) -> str:
     """The id a source installs as when none is given: its file or directory name, less an archive suffix."""
     text = str(source)
+    if isinstance(source, str) and hf.is_hub_source(text):
+        return hf.source_name(text)
     if text.startswith(("http://", "https://")):
         name = Path(unquote(urlparse(text).path)).name
     else:

@@ -1,4 +1,5 @@
-"""Install a model of any kind from a directory, an archive file, an http(s) URL or the kind's index.
+"""Install a model of any kind from a directory, an archive file, an http(s) URL, the kind's index or the
+Hugging Face Hub (``hf:OWNER/REPO[@REVISION]``, :mod:`dragoman.models.hf`).
 
 Archives are zip (``.argosmodel``, ``.zip``) or tar (``.tar.gz``, ``.tgz``, ``.tar``); the format is told
 from the content, and :mod:`dragoman.models.extract` unpacks them refusing anything unsafe. Work happens in a
@@ -40,6 +41,7 @@ from dragoman.errors import (
     PackIntegrityError,
     map_exceptions,
 )
+from dragoman.models import hf
 from dragoman.models._fetch import Pace, Transfer, fetch
 from dragoman.models.extract import CHUNK, copy_dir, extract_archive
 from dragoman.models.kind import I, M, ModelKind
@@ -186,10 +188,11 @@ def install_model(
 def _not_a_source(text: str, index: ModelIndex | None) -> InvalidRequest:
     if index is None:
         return InvalidRequest(
-            f"{text!r} is not an existing file or directory or an http(s) URL; check the path"
+            f"{text!r} is not an existing file or directory or an http(s) URL or hf:OWNER/REPO; "
+            "check the path"
         )
     return InvalidRequest(
-        f"{text!r} is not an existing file or directory, an http(s) URL or {index.names}; "
+        f"{text!r} is not an existing file or directory, an http(s) URL, hf:OWNER/REPO or {index.names}; "
         f"check the path, or run `{index.listing}`"
     )
 
@@ -198,6 +201,13 @@ def _install(job: _Job[M, I], source: str | Path, expected: str | None, replace:
     text = str(source)
     extracted = job.work / "model"
     archive_sha: str | None = None
+    if isinstance(source, str) and hf.is_hub_source(text):
+        if expected is not None:
+            raise InvalidRequest(
+                "sha256 checks an archive; an hf: source is checked against the hub's own file hashes"
+            )
+        staged = hf.stage(text, job.kind.name, job.work, max_bytes=job.max_bytes, report=job.report)
+        return _finish(job, staged.folder, staged.hashes, "hf", staged.label, None, replace)
     if isinstance(source, str) and _is_url(text):
         archive, archive_sha = _download(job, text)
         kind, label = "url", text

@@ -277,7 +277,12 @@ def _read_argos(directory: Path, extra: dict[str, Any]) -> PackManifest:
     version = _text(meta, "package_version", _text(extra, "version", "0", extra_path), meta_path)
     pack_id = _pack_id(extra.get("id") or f"argos-{meta.get('from_code')}-{meta.get('to_code')}", extra_path)
     sp = _inner_path(extra, "sentencepiece", "sentencepiece.model", extra_path)
-    _check_files(directory, "model", [sp], pack_id)
+    target_sp = (
+        _inner_path(extra, "target_sentencepiece", "", extra_path)
+        if extra.get("target_sentencepiece") is not None
+        else None
+    )  # OPUS-MT models have one per side (source.spm, target.spm)
+    _check_files(directory, "model", [sp, *([target_sp] if target_sp else [])], pack_id)
     quality, speed = DEFAULT_RANKS["argos"]
     return PackManifest(
         id=pack_id,
@@ -289,6 +294,7 @@ def _read_argos(directory: Path, extra: dict[str, Any]) -> PackManifest:
         quality=_rank(extra, "quality", quality, extra_path),
         speed=_rank(extra, "speed", speed, extra_path),
         sentencepiece=sp,
+        target_sentencepiece=target_sp,
         max_input_tokens=_max_tokens(extra, DEFAULT_MAX_INPUT_TOKENS["argos"], extra_path),
         description=_text(meta, "description", "", meta_path),
     )
