@@ -333,6 +333,13 @@ def submit(
     """Write a dub (module notes) in ``conn``'s transaction: 404 for a clone that is not the key's, 402
     when the account cannot pay every target (then nothing is written). The caller hands the engine job to
     its dispatch."""
+    from dragoman.pipelines.subtitles import MAX_MEDIA_SECONDS
+
+    if upload.duration_ms > MAX_MEDIA_SECONDS * 1000:  # refused before any credit is reserved
+        raise LimitExceeded(
+            f"the media lasts {upload.duration_ms / 60_000:.0f} minutes; at most "
+            f"{MAX_MEDIA_SECONDS / 60:.0f} minutes are dubbed at a time: cut it into parts"
+        )
     if request.clone_id is not None:
         from dragoman.service import tts_voices
 

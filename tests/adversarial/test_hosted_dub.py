@@ -271,3 +271,36 @@ def test_retention_deletes_dub_files(service: Hosted, clip: Path) -> None:
         assert c.get(f"/api/v1/dub/{child}/video").status_code == 404
         assert c.get(f"/api/v1/dub/{child}/srt").status_code == 404
         assert not [p for p in stored if p.exists()]
+
+
+def test_a_clone_of_the_key_dubs_and_another_keys_clone_is_404(service: Hosted, clip: Path) -> None:
+    from speech_support import synthesizer
+
+    from dragoman.media.audio import wav_bytes
+    from dragoman.speech.tts.types import SynthesisOptions
+
+    text = (
+        "Hello there, this is a reference recording for voice matching. It has several sentences, so that "
+        "it lasts long enough. We speak clearly and not too fast, in a quiet room."
+    )
+    clip_wav = wav_bytes(synthesizer().synthesize(text, SynthesisOptions("lyra", "en")).audio)
+    key, _ = service.new_key(credits=1_000)
+    other, _ = service.new_key(credits=1_000)
+    with service.client(key) as c:
+        made = c.post("/api/v1/tts/voices/clones", files={"file": ("me.wav", clip_wav)}, data={"name": "me"})
+        assert made.status_code == 201, made.text
+        clone_id = made.json()["clone_id"]
+        video = upload(c, clip)
+        body = {"videoId": video["video_id"], "targetLang": "es", "sourceLang": "en", "cloneId": clone_id}
+        accepted = c.post("/api/v1/dub", json=body)
+        assert accepted.status_code == 202, accepted.text
+        assert accepted.json()["voiceMode"] == "clone" and accepted.json()["cloneId"] == clone_id
+        (child,) = accepted.json()["jobIds"]
+        done = wait_terminal(c, [child])[child]
+        assert done["status"] == "done" and done["voice_mode"] == "clone" and done["clone_id"] == clone_id
+    with service.client(other) as c:
+        theirs = upload(c, clip)
+        body = {"videoId": theirs["video_id"], "targetLang": "es", "cloneId": clone_id}
+        refused = c.post("/api/v1/dub", json=body)
+        assert refused.status_code == 404 and refused.json()["code"] == "clone_not_found"
+    assert _balance(service, other) == 1_000
