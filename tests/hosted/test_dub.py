@@ -7,7 +7,10 @@ another account's upload, idempotent creation, the quote, and cancellation."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,13 +19,15 @@ from typing import Any
 
 import pysrt
 import pytest
+from db_support import DbBackend
 from hosted_dub_support import FakeDubber, MediaServer, upload, wait_terminal
 from hosted_subtitles_support import TINY_ID, events, make_media, tiny_recognizer, wait_events
 from hosted_support import Hosted, Receiver, StartHosted
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from support import needs_apertium
 
-from dragoman.service import accounts, dub_jobs, engine_batches
+from dragoman.service import accounts, dispatch, dub_jobs, engine_batches
+from dragoman.service.db import Database
 from dragoman.service.db import jobs as jobs_table
 from dragoman.speech.asr import Recognizer
 from dragoman.speech.tts.synth import Synthesizer
@@ -332,3 +337,64 @@ def test_canceling_the_running_dub_stops_it_and_deletes_nothing_kept(
         time.sleep(0.2)
     assert not pending, engine_id
     assert not list(service.app.state.storage.list(dub_jobs.PREFIX))
+
+
+@pytest.mark.slow
+def test_procrastinate_runs_the_dub_on_its_queue(
+    start_hosted: StartHosted,
+    recognizer: Recognizer,
+    clip: Path,
+    receiver: Receiver,
+    db_backend: DbBackend,
+    hosted_engine: tuple[Engine, Path],
+    tmp_path: Path,
+) -> None:
+    """DRAGOMAN_DISPATCH=procrastinate: the dub's engine job alone is deferred, on queue ``dub``, in the
+    create's transaction; a worker process runs it through the pipeline and delivers the events."""
+    if not db_backend.is_postgres:
+        pytest.skip("Procrastinate runs on PostgreSQL")
+    url = db_backend.url(tmp_path / "pg")
+    schema_db = Database(url)
+    try:
+        dispatch.apply_schema(schema_db)
+    finally:
+        schema_db.dispose()
+    hosted = start_hosted(db_url=url, dispatch="procrastinate", recognizer=recognizer, asr_model=TINY_ID)
+    with hosted.client() as c:
+        video = upload(c, clip)
+        made = c.post("/api/v1/dub", json=_body(video["video_id"], targets=["es"], webhook=receiver.url))
+        assert made.status_code == 202, made.text
+        accepted = made.json()
+        with hosted.db.read() as conn:
+            rows = conn.execute(text("SELECT queue_name, args FROM procrastinate_jobs")).mappings().all()
+        assert [r["queue_name"] for r in rows] == ["dub"]
+        assert rows[0]["args"]["job_id"] not in accepted["jobIds"]  # the engine job, not a child
+        _, root = hosted_engine
+        env = {
+            **os.environ,
+            "DRAGOMAN_DB_URL": url,
+            "DRAGOMAN_DISPATCH": "procrastinate",
+            "DRAGOMAN_HOSTED_DIR": str(hosted.settings.hosted.data_dir),
+            "DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE": "1",
+            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
+            "DRAGOMAN_STATE_DIR": str(tmp_path / "worker-state"),
+            "DRAGOMAN_APERTIUM": "1",
+        }
+        script = Path(__file__).resolve().parents[1] / "hosted_dub_worker.py"
+        worker = subprocess.Popen(
+            [sys.executable, str(script), "dub,webhooks"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            ended = wait_terminal(c, accepted["jobIds"], timeout=240)
+            wait_events(receiver, "batch.completed", 1)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=60)
+        (child,) = accepted["jobIds"]
+        assert ended[child]["status"] == "done", (ended, err.decode(errors="replace")[-3000:])
+        assert c.get(f"/api/v1/dub/{child}/audio").status_code == 200
+    assert worker.returncode == 0, err.decode(errors="replace")[-3000:]
+    assert sorted(e["event"] for e in events(receiver)) == ["batch.completed", "dub.done"]
