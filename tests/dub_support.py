@@ -32,6 +32,10 @@ SPANISH: dict[str, str] = {
 }
 
 
+def _key(text: str) -> str:
+    return " ".join("".join(c for c in text.casefold() if c.isalnum() or c.isspace()).split())
+
+
 class DictEngine:
     """A stand-in engine: known sentences get their fixed translation, anything else ``fallback(text)``;
     records every call."""
@@ -42,6 +46,11 @@ class DictEngine:
         self.table = SPANISH if table is None else table
         self.fallback = fallback
         self.calls: list[list[str]] = []
+        self._known = {_key(k): v for k, v in self.table.items()}
+
+    def lookup(self, text: str) -> str:
+        """The fixed translation of ``text`` (case and punctuation aside: a recogniser's transcript)."""
+        return self._known.get(_key(text), self.fallback(text))
 
     def translate_many(
         self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
@@ -51,7 +60,7 @@ class DictEngine:
             context.report(len(texts), len(texts), "fake")
         return [
             TranslationResult(
-                self.table.get(t.strip(), self.fallback(t)),
+                self.lookup(t),
                 "eng_Latn",
                 "spa_Latn",
                 "on-device",

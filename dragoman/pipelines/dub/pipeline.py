@@ -24,6 +24,10 @@ progress reported on one scale of :data:`~dragoman.pipelines.subtitles.PROGRESS_
    languages. Subtitle files are written beside it: ``NAME.<src>.srt``, ``NAME.<lang>.srt``, ``.vtt``,
    ``.txt`` and the bilingual ``NAME.<src>-<lang>.srt``.
 
+Progress messages start with the name of the stage under way (``"recognise"``, ``"translate: ..."``,
+``"synthesise: line 3 of 40"``, ``"mix"``, ``"mux"``; :data:`~dragoman.pipelines.dub.types.STAGES`), then
+``"done"``; cancellation is checked at every report and before every line.
+
 Every file is placed together or none (:func:`~dragoman.documents.base.atomic_output`); an existing file is
 refused before any work unless ``overwrite``. Media with no speech gives the original back (its streams
 copied, no subtitles muxed) with a ``no_speech`` warning.
@@ -105,6 +109,8 @@ _STAGE_ENDS: Mapping[str, int] = {
     "mix": 950,
     "mux": PROGRESS_TOTAL,
 }
+#: Where decoding ends and recognition starts on the progress scale.
+_DECODED = 40
 
 
 @dataclass(frozen=True)
@@ -446,14 +452,17 @@ def dub_file(
         path, language, known, has_video=info.has_video, out_dir=out_dir, source_subtitles=source_subtitles
     )
     refuse_existing(_paths(plan), path, overwrite=overwrite, hint=hint)
-    _mark(context, "probe", "probed")
+    _mark(context, "probe", "recognise")
     clock.lap("probe")
 
     # ----- recognise (or read the user's subtitles) -----
     original: Audio | None = None
     if info.has_audio:
         original = decode_audio(
-            path, rate=16000, max_seconds=max_seconds, context=_stage(context, "recognise", "probe")
+            path,
+            rate=16000,
+            max_seconds=max_seconds,
+            context=stage_context(context, _STAGE_ENDS["probe"], _DECODED, "recognise"),
         )
     if source_track is None:
         if options.subtitles is not None:
@@ -469,7 +478,7 @@ def dub_file(
                 original,
                 recognizer,
                 wanted,
-                stage_context(context, 40, _STAGE_ENDS["recognise"], "recognising"),
+                stage_context(context, _DECODED, _STAGE_ENDS["recognise"], "recognise"),
             )
     source = source_track.track
     spoken = source.language
@@ -477,7 +486,7 @@ def dub_file(
         path, language, spoken, has_video=info.has_video, out_dir=out_dir, source_subtitles=source_subtitles
     )
     refuse_existing(_paths(plan), path, overwrite=overwrite, hint=hint)
-    _mark(context, "recognise", "recognised")
+    _mark(context, "recognise", "translate")
     clock.lap("recognise")
 
     # ----- translate -----
@@ -501,7 +510,7 @@ def dub_file(
         )
     warnings.extend(w for w in translated.warnings if w not in warnings)
     slots = slots_from_tracks(source, translated)
-    _mark(context, "translate", "translated")
+    _mark(context, "translate", "voices")
     clock.lap("translate")
 
     with tempfile.TemporaryDirectory(prefix="dragoman-dub-") as scratch:
@@ -516,7 +525,7 @@ def dub_file(
             if not lines:
                 warnings.append("no_speech: no speech was found; the output is the original, unchanged")
             # ----- mix -----
-            _mark(context, "synthesise", "mixing")
+            _mark(context, "synthesise", "mix")
             raw = folder / "mix.f32"
             chunks = (
                 iter_audio(path, MIX_RATE, CHUNK_SECONDS, context=_quiet(context)) if info.has_audio else None
@@ -533,7 +542,7 @@ def dub_file(
         finally:
             store.close()
         gain_db = gain_to(measured, options.loudness_lufs, lines=len(lines))
-        _mark(context, "mix", "writing")
+        _mark(context, "mix", "mux")
         clock.lap("mix")
 
         # ----- mux and write, all or nothing -----
@@ -627,7 +636,17 @@ def dub_batch(
         raise InvalidRequest("name at least one target language")
     context = context or JobContext()
     path = Path(media).expanduser().absolute()
-    shared: SourceTrack | None = None
+    check_folder(out_dir)
+    for target in wanted:  # a voice for every language, before any work
+        Voicer(synthesizer, _spoken(target), replace(options, target=target), clone_store=clone_store)
+    info = probe(path, max_bytes=max_bytes)
+    given = None if options.source in ("", "auto") else _spoken(options.source)
+    for k, target in enumerate(wanted):  # every file the batch writes that can be named yet
+        plan = planned_files(
+            path, target, given, has_video=info.has_video, out_dir=out_dir, source_subtitles=k == 0
+        )
+        refuse_existing(_paths(plan), path, overwrite=overwrite, hint=hint)
+    shared: SourceTrack
     if options.subtitles is not None:
         shared = subtitles_source(options.subtitles, options.source, engine)
     else:
@@ -635,14 +654,23 @@ def dub_batch(
 
         if recognizer is None:
             raise InvalidRequest("dubbing without subtitles needs the speech recogniser")
-        info = probe(path, max_bytes=max_bytes)
         require_audio(info)
         audio = decode_audio(path, rate=16000, max_seconds=max_seconds, context=_quiet(context))
         wanted_options = transcribe_options or TranscribeOptions(language=options.source or "auto")
         shared = recognise_source(
-            audio, recognizer, wanted_options, stage_context(context, 0, 300, "recognising")
+            audio, recognizer, wanted_options, stage_context(context, 0, 300, "recognise")
         )
         del audio
+    for k, target in enumerate(wanted):  # and those named with the spoken language, now known
+        plan = planned_files(
+            path,
+            target,
+            shared.track.language,
+            has_video=info.has_video,
+            out_dir=out_dir,
+            source_subtitles=k == 0,
+        )
+        refuse_existing(_paths(plan), path, overwrite=overwrite, hint=hint)
     results: list[DubResult] = []
     span = (PROGRESS_TOTAL - 300) / len(wanted)
     for k, target in enumerate(wanted):
