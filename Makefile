@@ -92,6 +92,7 @@ bench: setup
 	$(BIN)/python benchmarks/hosted.py
 	$(BIN)/python benchmarks/formats.py
 	$(BIN)/python benchmarks/subtitles.py
+	$(BIN)/python benchmarks/dub.py
 
 # The scaled hosted service on this machine, for trying it (issue 13; README "Scaling out"): PostgreSQL, Redis
 # and moto's S3 server on loopback, `dragoman hosted migrate`, two API processes and two workers sharing them,

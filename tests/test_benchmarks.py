@@ -11,6 +11,7 @@ import importlib.util
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 SCRIPTS = (
     "apertium.py",
     "daemon.py",
+    "dub.py",
     "engine.py",
     "formats.py",
     "hosted.py",
@@ -292,6 +294,23 @@ def test_apertium_quick_run() -> None:
     done = _run_script("apertium.py", "--quick", "--lines", "50", timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "50 distinct lines" in done.stdout and "dragoman/plain throughput" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("ffmpeg") is None or shutil.which("flite") is None, reason="apt-get install ffmpeg flite"
+)
+def test_dub_quick_run() -> None:
+    done = _run_script("dub.py", "--quick", "--minutes", "0.25", "--modes", "preset,match", timeout=400)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "recognition: none: the source subtitles given" in out
+    for mode in ("preset", "match"):
+        assert re.search(rf"^\[{mode}\] [\d.]+ min of video", out, re.M), out
+    for stage in ("translate", "synthesise", "mix", "mux", "total"):
+        assert re.search(rf"^  {stage}\s+[\d.]+ s/min \(", out, re.M), out
+    assert re.search(r"^2\. peak RSS of the dub of a [\d.]+-minute video: \d+ MiB", out, re.M), out
+    assert re.search(r"^3\. lines fitted within the natural range: [\d.]+% of \d+", out, re.M), out
 
 
 @pytest.mark.slow
