@@ -371,7 +371,9 @@ def stage(
     if kind not in KIND_PATTERNS:
         raise InvalidRequest(f"models of kind {kind!r} cannot be installed from the Hugging Face Hub")
     if _offline():
-        folder = _download(source, None, None)
+        prefix = f"{source.subdir}/" if source.subdir else ""
+        wanted = [prefix + p for p in KIND_PATTERNS[kind]] + ([CARD] if prefix else [])
+        folder = _download(source, None, wanted)  # a snapshot's other files need not be cached
         commit = folder.name if re.fullmatch(r"[0-9a-f]{40}", folder.name) else (source.revision or "main")
         chosen = _offline_files(source, folder, kind)
     else:
@@ -383,7 +385,14 @@ def stage(
                 f"{source.text} declares {declared} bytes for its {kind} files, over the limit of "
                 f"{max_bytes}; refused before downloading"
             )
-        folder = _download(source, commit, [f.path for f in chosen])
+        # The revision by name, so that the cache records it (refs/) for offline use; the snapshot must be the
+        # commit the listing described.
+        folder = _download(source, None, [f.path for f in chosen])
+        if folder.name != commit:
+            raise PackInstallError(
+                f"{source.text} moved from commit {commit} to {folder.name} while it was being installed; "
+                "retry"
+            )
     label = f"{PREFIX}{source.repo}@{commit}"
     raw = work / "hub"
     budget = [max_bytes]

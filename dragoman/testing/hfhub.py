@@ -17,8 +17,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+from dragoman.testing.tinypack import build_argos_pack
 
 #: Files at least this large are published as LFS files (sha256 ETag), as the hub does for weights.
 LFS_FROM = 1024
@@ -35,6 +38,7 @@ class Repo:
     branches: tuple[str, ...] = ("main",)
     declared_sizes: dict[str, int] = field(default_factory=dict)
     truncate_once: set[str] = field(default_factory=set)
+    declared_sha256: dict[str, str] = field(default_factory=dict)
 
     def is_lfs(self, name: str) -> bool:
         return len(self.files[name]) >= LFS_FROM
@@ -48,7 +52,8 @@ class Repo:
         size = self.declared_sizes.get(name, len(data))
         entry: dict[str, Any] = {"rfilename": name, "size": size, "blobId": git_blob_id(data)}
         if self.is_lfs(name):
-            entry["lfs"] = {"sha256": hashlib.sha256(data).hexdigest(), "size": size, "pointerSize": 130}
+            sha = self.declared_sha256.get(name, hashlib.sha256(data).hexdigest())
+            entry["lfs"] = {"sha256": sha, "size": size, "pointerSize": 130}
         return entry
 
 
@@ -197,3 +202,19 @@ def serve_hub(hub: Hub) -> Iterator[Hub]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def card(licence: str, *languages: str) -> bytes:
+    """A model card (README.md) whose front matter states a licence and languages."""
+    langs = "".join(f"- {code}\n" for code in languages)
+    return f"---\nlicense: {licence}\nlanguage:\n{langs}---\n# a model\n".encode()
+
+
+def opus_files(tmp: Path, licence: str = "cc-by-4.0") -> dict[str, bytes]:
+    """The files of an OPUS-MT en-es model converted for CTranslate2, as users publish them (tiny)."""
+    pack = build_argos_pack(tmp / "opus-build")
+    files = {p.name: p.read_bytes() for p in (pack / "model").iterdir()}
+    sp = (pack / "sentencepiece.model").read_bytes()
+    files.update({"source.spm": sp, "target.spm": sp, "README.md": card(licence, "en", "es")})
+    files[".gitattributes"] = b"*.bin filter=lfs\n"
+    return files

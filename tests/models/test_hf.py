@@ -13,8 +13,8 @@ from dragoman.errors import InvalidRequest
 from dragoman.models import asr, hf, packs, voices
 from dragoman.models.store import read_record
 from dragoman.settings import Settings
-from dragoman.testing.hfhub import Hub, Repo, serve_hub
-from dragoman.testing.tinypack import build_argos_pack, build_multilingual_pack
+from dragoman.testing.hfhub import Hub, Repo, card, opus_files, serve_hub
+from dragoman.testing.tinypack import build_multilingual_pack
 from dragoman.testing.tts import write_standin_voice
 from dragoman.testing.whisper import build_tiny_whisper
 from dragoman.translation.engine import Engine
@@ -24,20 +24,6 @@ OPUS = "someone/opus-mt-en-es-ct2"
 NLLB = "someone/nllb-tiny-ct2"
 WHISPER = "someone/faster-whisper-tiny-test"
 VOICE = "someone/piper-standin"
-
-
-def card(licence: str, *languages: str) -> bytes:
-    langs = "".join(f"- {code}\n" for code in languages)
-    return f"---\nlicense: {licence}\nlanguage:\n{langs}---\n# a model\n".encode()
-
-
-def opus_files(tmp: Path, licence: str = "cc-by-4.0") -> dict[str, bytes]:
-    pack = build_argos_pack(tmp / "opus-build")
-    files = {p.name: p.read_bytes() for p in (pack / "model").iterdir()}
-    sp = (pack / "sentencepiece.model").read_bytes()
-    files.update({"source.spm": sp, "target.spm": sp, "README.md": card(licence, "en", "es")})
-    files[".gitattributes"] = b"*.bin filter=lfs\n"
-    return files
 
 
 def nllb_files(tmp: Path) -> dict[str, bytes]:
