@@ -85,7 +85,8 @@ class FakeDubber:
 
 class MediaServer:
     """A loopback HTTP server: ``files`` (path → bytes) answered 200, ``redirects`` (path → location)
-    answered 302, anything else 404. ``url(path)`` is its address."""
+    answered 302, anything else 404; ``length``: a Content-Length to state instead (negative: none);
+    ``drip``: seconds to pause after each KB of the path's body. ``url(path)`` is its address."""
 
     def __init__(
         self,
@@ -94,8 +95,10 @@ class MediaServer:
         *,
         host: str = "127.0.0.1",
         length: Mapping[str, int] | None = None,
+        drip: Mapping[str, float] | None = None,
     ) -> None:
         served = dict(files)
+        pauses = dict(drip or {})
         moved = dict(redirects or {})
         lengths = dict(length or {})
         self.hits: list[str] = []
@@ -125,7 +128,13 @@ class MediaServer:
                     self.send_header("Connection", "close")
                 self.end_headers()
                 try:
-                    self.wfile.write(body)
+                    if self.path not in pauses:
+                        self.wfile.write(body)
+                        return
+                    for start in range(0, len(body), 1024):  # 1 KB, then a pause, and so on
+                        self.wfile.write(body[start : start + 1024])
+                        self.wfile.flush()
+                        time.sleep(pauses[self.path])
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

@@ -265,7 +265,9 @@ def fetch_url(
     deadline = time.monotonic() + total_s
     try:
         with (
-            netguard.guarded_client(allow_private=allow_private, timeout=operation_s) as client,
+            netguard.guarded_client(
+                allow_private=allow_private, timeout=operation_s, total_timeout=total_s
+            ) as client,
             open(handle, "wb") as out,
         ):
             client.max_redirects = FETCH_MAX_REDIRECTS

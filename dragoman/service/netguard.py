@@ -326,11 +326,13 @@ def guarded_client(
     resolver: Resolver | None = None,
     max_connections: int = 32,
     ssl_context: ssl.SSLContext | None = None,
+    total_timeout: float | None = None,
 ) -> httpx.Client:
     """An httpx client for webhooks: the guarded, pinning backend; ``timeout`` seconds per operation and per
     connection in all; no redirects; no proxies or ``.netrc`` from the environment; no kept-alive connections
     (each delivery resolves, checks and connects afresh). ``ssl_context``: the certificates trusted (default:
-    httpx's, certifi's roots)."""
+    httpx's, certifi's roots). ``total_timeout``: the bound of each connection's whole life when it differs
+    from ``timeout`` (a dub's media download: minutes in all, ``timeout`` per operation)."""
     transport = httpx.HTTPTransport(
         limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=0), retries=0
     )
@@ -339,7 +341,11 @@ def guarded_client(
         max_connections=max_connections,
         max_keepalive_connections=0,
         retries=0,
-        network_backend=GuardedBackend(allow_private=allow_private, total_timeout=timeout, resolver=resolver),
+        network_backend=GuardedBackend(
+            allow_private=allow_private,
+            total_timeout=timeout if total_timeout is None else total_timeout,
+            resolver=resolver,
+        ),
     )
     return httpx.Client(
         transport=transport, timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False

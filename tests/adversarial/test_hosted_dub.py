@@ -304,3 +304,19 @@ def test_a_clone_of_the_key_dubs_and_another_keys_clone_is_404(service: Hosted, 
         refused = c.post("/api/v1/dub", json=body)
         assert refused.status_code == 404 and refused.json()["code"] == "clone_not_found"
     assert _balance(service, other) == 1_000
+
+
+def test_a_slow_download_is_bounded_in_all_not_per_operation(tmp_path: Path) -> None:
+    body = b"y" * 8 * 1024
+    server = MediaServer({"/slow.mp4": body}, drip={"/slow.mp4": 0.15})  # ~1.2 s in all, 0.15 s per KB
+    try:
+        fetched = dub_jobs.fetch_url(
+            server.url("/slow.mp4"), tmp_path, allow_private=True, operation_s=0.6, total_s=10
+        )
+        assert fetched.path.read_bytes() == body  # longer than one operation's timeout, within the total
+        fetched.close()
+        with pytest.raises(MediaFetchFailed):
+            dub_jobs.fetch_url(server.url("/slow.mp4"), tmp_path, allow_private=True, total_s=0.5)
+        assert not list(tmp_path.iterdir())
+    finally:
+        server.close()
