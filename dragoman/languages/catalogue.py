@@ -23,6 +23,15 @@ from dragoman.languages.types import Language
 
 logger = logging.getLogger("dragoman.languages.catalogue")
 
+#: Languages FLORES-200 lacks that Debian's Apertium pairs translate (arg-cat, spa-arg, br-fr, fra-frp), as
+#: FLORES-style rows (ISO 639-3 and script). They resolve and are listed where a pack reaches them, but
+#: :func:`all_languages` stays the 204 FLORES-200 rows; :func:`known_languages` adds them.
+EXTRA_LANGUAGES: tuple[tuple[str, str, str, bool], ...] = (
+    ("arg_Latn", "an", "Aragonese", False),
+    ("bre_Latn", "br", "Breton", False),
+    ("frp_Latn", "frp", "Arpitan", False),
+)
+
 RTL_SCRIPTS = frozenset({"Arab", "Hebr", "Thaa", "Syrc", "Nkoo"})
 LIST_HINT = "`dragoman languages --all` lists every code"
 MAX_CODE_LENGTH = 100
@@ -36,6 +45,7 @@ LANGUAGE_MAP: dict[str, str] = {
     "cmn": "zho",
     "din": "dik",
     "ekk": "est",
+    "zlm": "zsm",  # Apertium's Malay (ind-zlm): FLORES-200 writes Standard Malay as zsm
     "fas": "pes",
     "fil": "tgl",
     "ful": "fuv",
@@ -90,6 +100,7 @@ SCRIPT_NAMES: dict[str, str] = {
 @dataclass(frozen=True)
 class _Index:
     languages: tuple[Language, ...]
+    extra: tuple[Language, ...]  # EXTRA_LANGUAGES
     by_flores: dict[str, Language]  # canonical code -> row
     by_key: dict[str, str]  # lower-case FLORES code with "-", alias or BCP-47 tag -> canonical code
     by_lang3: dict[str, tuple[str, ...]]  # ISO 639-3 -> FLORES codes, table order
@@ -105,9 +116,10 @@ def _fold(text: str) -> str:
 @functools.cache
 def _index() -> _Index:
     languages = tuple(Language(flores=f, bcp47=b, name=n, rtl=r) for f, b, n, r in FLORES200)
+    extra = tuple(Language(flores=f, bcp47=b, name=n, rtl=r) for f, b, n, r in EXTRA_LANGUAGES)
     by_key: dict[str, str] = {}
     lang3: dict[str, list[str]] = {}
-    for lang in languages:
+    for lang in languages + extra:
         by_key[lang.flores.lower().replace("_", "-")] = lang.flores
         by_key[lang.bcp47.lower()] = lang.flores
         lang3.setdefault(lang.flores[:3], []).append(lang.flores)
@@ -115,16 +127,23 @@ def _index() -> _Index:
         by_key[alias.lower().replace("_", "-")] = canonical
     return _Index(
         languages=languages,
-        by_flores={lang.flores: lang for lang in languages},
+        extra=extra,
+        by_flores={lang.flores: lang for lang in languages + extra},
         by_key=by_key,
         by_lang3={k: tuple(v) for k, v in lang3.items()},
-        by_name={_fold(lang.name): lang.flores for lang in languages},
+        by_name={_fold(lang.name): lang.flores for lang in languages + extra},
     )
 
 
 def all_languages() -> tuple[Language, ...]:
     """The 204 FLORES-200 languages in table order."""
     return _index().languages
+
+
+def known_languages() -> tuple[Language, ...]:
+    """The FLORES-200 languages, then the few Apertium reaches beyond them (``EXTRA_LANGUAGES``)."""
+    idx = _index()
+    return idx.languages + idx.extra
 
 
 def get(flores: str) -> Language:
@@ -310,11 +329,13 @@ def suggest(code: str, limit: int = 5) -> tuple[str, ...]:
     key = _fold(code).replace("_", "-")[:MAX_CODE_LENGTH]
     if not key:
         return ()
-    names = [(_fold(lang.name), lang.flores) for lang in idx.languages]
+    names = [(_fold(lang.name), lang.flores) for lang in idx.languages + idx.extra]
     found: list[str] = []
     if len(key) >= 3:
         found += [flores for name, flores in names if name.startswith(key)]
-        found += [lang.flores for lang in idx.languages if lang.flores.lower().startswith(key[:3])]
+        found += [
+            lang.flores for lang in idx.languages + idx.extra if lang.flores.lower().startswith(key[:3])
+        ]
     keys = {**idx.by_key, **idx.by_name}
     found += [keys[m] for m in difflib.get_close_matches(key, keys, n=limit, cutoff=0.75)]
     if len(key) >= 4:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dragoman.errors import InvalidRequest, LimitExceeded, UnsupportedPair
-from dragoman.languages.catalogue import all_languages, get, resolve
+from dragoman.languages.catalogue import all_languages, get, known_languages, resolve
 from dragoman.languages.detection import Detector
 from dragoman.languages.types import Detection, Language
 from dragoman.limits import MAX_BATCH_TEXTS, MAX_TEXT_CHARS, TIERS, Provenance, Tier
@@ -180,7 +180,7 @@ class Engine:
         if not installed_only:
             return list(all_languages())
         codes = {code for pair in self.installed_pairs() for code in pair}
-        return [lang for lang in all_languages() if lang.flores in codes]
+        return [lang for lang in known_languages() if lang.flores in codes]
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
@@ -245,9 +245,17 @@ class Engine:
         return self.translate_many(texts, options, context=context)
 
     def translate_many(
-        self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
+        self,
+        texts: Sequence[str],
+        options: TranslateOptions,
+        *,
+        context: JobContext | None = None,
+        pack: str | None = None,
     ) -> list[TranslationResult]:
-        """:meth:`translate_batch` without the batch cap, for documents: still one pass per route."""
+        """:meth:`translate_batch` without the batch cap, for documents: still one pass per route.
+
+        ``pack`` restricts routing to that pack's own routes (every hop through it), as ``dragoman eval
+        --pack`` measures one pack; None routes as usual."""
         started = time.perf_counter()
         if not isinstance(options, TranslateOptions):
             raise InvalidRequest(
@@ -271,7 +279,7 @@ class Engine:
                 warnings[i].extend(note)
             applied = glossary_for_pair(entries, group.source, target_code)
             route, group_warnings = self._translate_group(
-                group, texts, target_code, chosen_tier, applied, outputs, context
+                group, texts, target_code, chosen_tier, applied, outputs, context, pack
             )
             for i in group.indexes:
                 warnings[i].extend(group_warnings.get(i, []))
@@ -344,8 +352,16 @@ class Engine:
                 )
         return groups, detections
 
-    def route(self, source: str, target: str, tier: Tier = "best") -> Route:
+    def route(self, source: str, target: str, tier: Tier = "best", *, pack: str | None = None) -> Route:
+        """The best route from ``source`` to ``target``; with ``pack``, the best whose hops all use it."""
         routes = self.pack_cache.routes(source, target, tier)
+        if pack is not None:
+            routes = tuple(r for r in routes if all(h.pack_id == pack for h in r.hops))
+            if not routes:
+                raise UnsupportedPair(
+                    f"pack {pack!r} does not translate {source}->{target}; "
+                    "`dragoman packs list` shows each pack's pairs"
+                )
         if routes:
             return routes[0]
         pairs = sorted(self.installed_pairs())
@@ -368,6 +384,7 @@ class Engine:
         glossary: tuple[GlossaryEntry, ...],
         outputs: list[str],
         context: JobContext | None,
+        pack: str | None = None,
     ) -> tuple[Route | None, dict[int, list[str]]]:
         notes: dict[int, list[str]] = {}
         if group.source == target:
@@ -383,7 +400,7 @@ class Engine:
             _check(context)
         if not any(layout.sentences for layout in layouts.values()):
             return None, notes  # nothing but whitespace: returned as it came
-        route = self.route(group.source, target, tier)
+        route = self.route(group.source, target, tier, pack=pack)
         # Each sentence of each text: its parts (one, unless the sentence is over MAX_SEGMENT_CHARS).
         protected: dict[int, list[list[Pieces]]] = {}
         count = 0

@@ -153,7 +153,7 @@ class PackCache:
     def _read(self) -> dict[str, _Entry]:
         entries: dict[str, _Entry] = {}
         for mode in self.apertium_modes():
-            if mode.variant is None:
+            if mode.is_pack:
                 entries[mode.pack_id] = _Entry(mode.pack_id, None, mode.path, mode, _mode_identity(mode))
         for manifest, path in self._store.installed():
             entries[manifest.id] = _Entry(

@@ -31,7 +31,7 @@ import shlex
 import shutil
 import threading
 import weakref
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from dragoman.languages.catalogue import resolve
 from dragoman.probes import Refreshing, mtime, run_program
 from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
 from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Pipeline, PipelinePool
+from dragoman.translation.backends._serbian import cyrl_to_latn, latn_to_cyrl
 from dragoman.translation.types import BatchOutput, Pieces, Protected
 
 log = logging.getLogger("dragoman.translation.apertium")
@@ -75,6 +76,8 @@ _LEAKED_TAGS = re.compile(
     r"((?<![ \t])[ \t]*+)(?<!\\)([*#@])([^\s\\\[\]<>*#@]*+)(?:\\<[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*\\>)+"
 )
 _AFTER_DROPPED = frozenset(" \t\n.,;:!?)]}»”’")
+#: How much of a ``.mode`` file discovery reads for the files it names (a real one is under 2 kB).
+MAX_MODE_FILE_CHARS = 64 * 1024
 _MODE_NAME = re.compile(r"([^-_@]+)-([^-_@]+)(?:[_@](.+))?")
 
 
@@ -87,10 +90,23 @@ class ApertiumMode:
     target: str  # FLORES code
     variant: str | None  # "BR", "valencia_uni"; None for the base mode, the pair's default
     path: Path
+    #: The pack's name when it is not the stem: Serbo-Croatian modes name the FLORES language they serve
+    #: ("hbs-eng" read as Croatian is "hrv-eng", "eng-hbs_SR" is "eng-srp").
+    label: str | None = None
+    #: The variant is a language of its own (``hbs_HR`` writes Croatian): a pack, not a variant of one.
+    standard: bool = False
+    #: Script conversions around the pipeline (Serbian: Cyrillic read as Latin, Latin written as Cyrillic).
+    script_in: str | None = None
+    script_out: str | None = None
 
     @property
     def pack_id(self) -> str:
-        return f"apertium-{self.name}"
+        return f"apertium-{self.label or self.name}"
+
+    @property
+    def is_pack(self) -> bool:
+        """Whether the mode is a pack of its own: the pair's base mode or a language standard's."""
+        return self.variant is None or self.standard
 
 
 @dataclass(frozen=True)
@@ -119,6 +135,7 @@ def discover_modes(dirs: Sequence[Path]) -> list[ApertiumMode]:
     A name found in several directories is taken from the first. Sorted by pair, base mode first.
     """
     found: dict[str, ApertiumMode] = {}
+    stems: dict[str, Path] = {}
     for directory in dirs:
         try:
             paths = sorted(p for p in directory.glob("*.mode") if p.is_file())
@@ -126,19 +143,121 @@ def discover_modes(dirs: Sequence[Path]) -> list[ApertiumMode]:
             log.debug("cannot list Apertium modes in %s: %s", directory, exc)
             continue
         for path in paths:
-            if path.stem in found:
-                log.debug("Apertium mode %s: %s is shadowed by %s", path.stem, path, found[path.stem].path)
+            if path.stem in stems:
+                log.debug("Apertium mode %s: %s is shadowed by %s", path.stem, path, stems[path.stem])
                 continue
-            parsed = parse_mode_name(path.stem)
-            if parsed is None:
+            modes = expand_mode(path.stem, path)
+            if not modes:
                 log.debug(
                     "skipping Apertium mode %s: its name is not SRC-TGT[_variant] of known languages", path
                 )
                 continue
-            found[path.stem] = ApertiumMode(path.stem, parsed[0], parsed[1], parsed[2], path)
+            if path.stem in UNUSABLE_MODES:
+                log.debug("skipping Apertium mode %s: %s", path, UNUSABLE_MODES[path.stem])
+                continue
+            missing = _missing_file(path)
+            if missing is not None:
+                # Debian's apertium-eo-ca ships ca-eo.mode without the ca-eo data: a pipeline that cannot run.
+                log.debug("skipping Apertium mode %s: it needs %s, which is not installed", path, missing)
+                continue
+            stems[path.stem] = path
+            for mode in modes:
+                found.setdefault(mode.label or mode.name, mode)
     return sorted(
-        found.values(), key=lambda m: (m.source, m.target, m.variant is not None, m.variant or "", m.name)
+        found.values(),
+        key=lambda m: (m.source, m.target, not m.is_pack, m.variant or "", m.label or m.name),
     )
+
+
+_HBS_ENG = "Debian's apertium-hbs-eng 0.5.1 writes no Serbo-Croatian from English (every word marked)"
+_MKD_HBS = "Debian's apertium-hbs-mkd 0.1.1 writes Serbo-Croatian lemmas uninflected (`biti velik clitic`)"
+_RUS_TAGGER = "apertium-tagger 3.8 crashes (SIGSEGV) on the Russian tagger data of Debian's pair: no output"
+#: Modes Debian installs that cannot give a usable translation (checked by tests/translation/
+#: test_apertium_reach.py, which fails when one of them starts working): never offered as packs.
+UNUSABLE_MODES: dict[str, str] = {
+    "eng-hbs": _HBS_ENG,
+    "eng-hbs_BS": _HBS_ENG,
+    "eng-hbs_HR": _HBS_ENG,
+    "eng-hbs_SR": _HBS_ENG,
+    "mkd-hbs_BS": _MKD_HBS,
+    "mkd-hbs_HR": _MKD_HBS,
+    "mkd-hbs_SR": _MKD_HBS,
+    "rus-bel": _RUS_TAGGER,
+    "rus-ukr": _RUS_TAGGER,
+}
+
+_ABSOLUTE_PATH = re.compile(r"""(?<![\w.])(/[^\s'"|;&<>]+)""")
+
+
+def _missing_file(path: Path) -> str | None:
+    """The first absolute path a ``.mode`` file names that does not exist; None when all do (or it is
+    unreadable: running it reports that)."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for m in _ABSOLUTE_PATH.finditer(text[:MAX_MODE_FILE_CHARS]):
+        if not os.path.exists(m.group(1)):
+            return m.group(1)
+    return None
+
+
+#: Apertium's Serbo-Croatian (``hbs``): its analysers read Croatian, Bosnian and Serbian in Latin script
+#: (Serbian Cyrillic is transliterated first); its generators write one standard per variant, in Latin
+#: script (``hbs_SR``'s output is written in Cyrillic, the script FLORES-200 has Serbian in).
+HBS = "hbs"
+_HBS_SOURCES: tuple[tuple[str, str | None], ...] = (
+    ("hrv_Latn", None),
+    ("bos_Latn", None),
+    ("srp_Cyrl", "Cyrl"),
+)
+_HBS_TARGETS: dict[str, tuple[str, str | None]] = {
+    "HR": ("hrv_Latn", None),
+    "BS": ("bos_Latn", None),
+    "SR": ("srp_Cyrl", "Cyrl"),
+}
+
+
+def expand_mode(stem: str, path: Path) -> list[ApertiumMode]:
+    """The translation directions one ``.mode`` file serves: one, or one per Serbo-Croatian standard
+    (``hbs-eng`` reads Croatian, Bosnian and Serbian; ``eng-hbs_HR`` writes Croatian; the bare
+    ``eng-hbs``, whose standard is none in particular, serves none). Empty when it is no pair."""
+    parsed = parse_mode_name(stem)
+    if parsed is not None:
+        return [ApertiumMode(stem, parsed[0], parsed[1], parsed[2], path)]
+    m = _MODE_NAME.fullmatch(stem)
+    if m is None or HBS not in (m.group(1), m.group(2)):
+        return []
+    src, tgt, variant = m.group(1), m.group(2), m.group(3)
+    if src == HBS:
+        try:
+            target = resolve(tgt)
+        except InvalidRequest:
+            return []
+        return [
+            ApertiumMode(
+                stem, flores, target, variant, path, label=_relabel(stem, src, flores), script_in=script
+            )
+            for flores, script in _HBS_SOURCES
+            if flores != target
+        ]
+    if variant not in _HBS_TARGETS:
+        return []
+    flores, script = _HBS_TARGETS[variant]
+    try:
+        source = resolve(src)
+    except InvalidRequest:
+        return []
+    if source == flores:
+        return []
+    label = _relabel(stem, f"{tgt}_{variant}", flores)
+    return [ApertiumMode(stem, source, flores, variant, path, label=label, standard=True, script_out=script)]
+
+
+def _relabel(stem: str, code: str, flores: str) -> str:
+    src, tgt = stem.split("-", 1)
+    lang3 = flores.split("_", 1)[0]
+    return f"{lang3}-{tgt}" if src == code else f"{src}-{lang3}"
 
 
 #: The dpkg database: its mtime changes with every package installed, upgraded or removed.
@@ -189,8 +308,8 @@ def apertium_status(
         "binary": shutil.which("lt-proc"),
         "version": apertium_version(),
         "modes_dirs": [str(p) for p in modes_dirs],
-        "pairs": sorted(f"{m.source}->{m.target}" for m in modes if m.variant is None),
-        "variants": sorted(m.path.stem for m in modes if m.variant is not None),
+        "pairs": sorted(f"{m.source}->{m.target}" for m in modes if m.is_pack),
+        "variants": sorted(m.path.stem for m in modes if not m.is_pack),
         "enabled": enabled,
     }
 
@@ -302,10 +421,13 @@ def _drop_tags(raw: str) -> str:
     return _LEAKED_TAGS.sub(one, raw)
 
 
-def reformat(raw: str, *, collapse_spaces: bool = False) -> ApertiumOutput:
+def reformat(
+    raw: str, *, collapse_spaces: bool = False, rewrite: Callable[[str], str] | None = None
+) -> ApertiumOutput:
     """Apertium stream text -> clean text and the words that carried an unknown-word mark.
 
-    Analysis tags that leak from the generator after a mark (``#<prn>``) are dropped: never text."""
+    Analysis tags that leak from the generator after a mark (``#<prn>``) are dropped: never text.
+    ``rewrite`` changes the text outside superblanks (a script conversion), never a protected span."""
     parts: list[str] = []  # plain text and superblank contents, alternating (plain first and last)
     plain: list[str] = []
     unknown: list[str] = []
@@ -323,6 +445,8 @@ def reformat(raw: str, *, collapse_spaces: bool = False) -> ApertiumOutput:
     parts.append("".join(plain))
     if collapse_spaces:
         parts[::2] = [_SPACES.sub(" ", p) for p in parts[::2]]
+    if rewrite is not None:
+        parts[::2] = [rewrite(p) for p in parts[::2]]
     parts[0] = parts[0].lstrip()
     parts[-1] = parts[-1].rstrip()
     return ApertiumOutput("".join(parts), tuple(unknown))
@@ -384,6 +508,9 @@ class ApertiumBackend:
                 f"pack {self.pack_id} translates {self.mode.source}->{self.mode.target}, "
                 f"not {source}->{target}; route the request through a pack for that pair"
             )
+        if self.mode.script_in == "Cyrl":
+            batch = [tuple(cyrl_to_latn(p) if isinstance(p, str) else p for p in pieces) for pieces in batch]
+        rewrite = latn_to_cyrl if self.mode.script_out == "Cyrl" else None
         prepared = [_prepare(pieces) for pieces in batch]
         todo = [(p, p.block) for p in prepared if p.block is not None]
         # Formatted spans (<n>...</n>) go as word-bound blanks, which move with their words; a segment
@@ -398,7 +525,11 @@ class ApertiumBackend:
         retry: list[int] = []
         for i, ((prep, _), (_, ids), answer) in enumerate(zip(todo, bound, self._run(sent), strict=True)):
             decoded = answer.decode("utf-8", "replace")
-            out = reformat(unbind_words(decoded) if ids else decoded, collapse_spaces=prep.collapse_spaces)
+            out = reformat(
+                unbind_words(decoded) if ids else decoded,
+                collapse_spaces=prep.collapse_spaces,
+                rewrite=rewrite,
+            )
             if ids:
                 out = ApertiumOutput(close_tags(out.text), out.unknown_words)
                 if not spans_whole(out.text, ids):
@@ -406,7 +537,9 @@ class ApertiumBackend:
                     continue
             texts[i] = out
         for i, answer in zip(retry, self._run([todo[i][1] for i in retry]) if retry else [], strict=True):
-            texts[i] = reformat(answer.decode("utf-8", "replace"), collapse_spaces=todo[i][0].collapse_spaces)
+            texts[i] = reformat(
+                answer.decode("utf-8", "replace"), collapse_spaces=todo[i][0].collapse_spaces, rewrite=rewrite
+            )
         done = iter(texts[i] for i in range(len(todo)))
         outputs: list[ApertiumOutput] = []
         for prep in prepared:
