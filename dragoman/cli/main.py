@@ -273,9 +273,20 @@ def cmd_packs(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"{report.model_id}: ok")
         return 0
     if args.packs_command == "available":
-        entries = available(settings)
+        from dragoman.translation.backends.apertium_packages import apt_pairs
+
+        pairs = [] if args.argos else apt_pairs()
+        if not args.json:  # printed before the Argos index is fetched: offline, these still show
+            for pair in pairs:
+                state = {True: "installed", False: "not installed", None: "unknown"}[pair.installed]
+                how = "" if pair.installed else f"\t{pair.command}"
+                print(f"{pair.package:<20}\t{state}\t{', '.join(pair.languages)}{how}")
+        entries = [] if args.apertium else available(settings)
         if args.json:
-            _print_json([asdict(e) for e in entries])
+            _print_json(
+                [{"source": "apertium", **asdict(p)} for p in pairs]
+                + [{"source": "argos", **asdict(e)} for e in entries]
+            )
         else:
             for entry in entries:
                 print(f"{entry.pair}\tv{entry.version}\t{entry.code}")
@@ -440,7 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("pack_id", nargs="?")
     pp.add_argument("--json", action="store_true")
     _verbose(pp)
-    pp = psub.add_parser("available", help="packages of the Argos index")
+    pp = psub.add_parser(
+        "available", help="Debian's Apertium pairs (installed, or the apt command) and the Argos index"
+    )
+    only = pp.add_mutually_exclusive_group()
+    only.add_argument("--apertium", action="store_true", help="only the Apertium pairs (no network)")
+    only.add_argument("--argos", action="store_true", help="only the Argos index")
     pp.add_argument("--json", action="store_true")
     _verbose(pp)
     packs.set_defaults(func=cmd_packs)
