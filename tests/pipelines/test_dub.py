@@ -77,6 +77,13 @@ def test_lines_are_sentences_over_their_cues() -> None:
     ]
 
 
+def test_sound_descriptions_and_music_are_not_spoken() -> None:
+    cues = (Cue(1.0, 2.0, ("♪ ♪",)), Cue(3.0, 4.0, ("[MUSIC] Hello.",)), Cue(5.0, 6.0, ("...",)))
+    track = SubtitleTrack("en", cues, "en", False)
+    slots = slots_from_tracks(track, SubtitleTrack("es", cues, "en", True))
+    assert [(s.start, s.text) for s in slots] == [(3.0, "Hello.")]
+
+
 def test_srt_and_vtt_are_read(tmp_path: Path) -> None:
     srt = (
         "1\n00:00:01,500 --> 00:00:03,000\n<i>Hello</i> there.\nSecond line.\n\n"

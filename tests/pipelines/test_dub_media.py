@@ -208,3 +208,42 @@ def test_other_containers(
         assert kinds == ["video", "audio", "audio", "subtitle", "subtitle"]
         assert video_md5(result.outputs.video) == video_md5(media)
     assert result.outputs.audio.is_file()
+
+
+def test_clone_mode_speaks_every_line_in_the_clone_s_voice(
+    dialogue: tuple[Path, list[SpeechClip], Path], synthesizer: Synthesizer, tmp_path: Path
+) -> None:
+    import uuid
+
+    from dragoman.errors import CloneNotFound
+    from dragoman.media.audio import Audio
+    from dragoman.speech.tts.clones import Clone, LocalCloneStore
+
+    media, _, srt = dialogue
+    store = LocalCloneStore(tmp_path / "clones")
+    clone = Clone(
+        id=str(uuid.uuid4()), name="Sam", description="", gender="male", f0_median=110.0, persona="atlas",
+        pitch_st=-1.0, formant=0.97, similarity=0.6, similarity_unmatched=0.5, reference_seconds=8.0,
+        created_at=0.0,
+    )  # fmt: skip
+    store.add(clone, Audio(np.zeros(16000, dtype=np.float32), 16000))
+    with pytest.raises(CloneNotFound):  # an unknown clone: refused before any work
+        dub_file(
+            media,
+            DubOptions("es", source="en", voice_mode="clone", clone_id="nope", subtitles=srt),
+            synthesizer=synthesizer,
+            engine=DictEngine(),
+            out_dir=tmp_path / "out",
+            clone_store=store,
+        )
+    assert not (tmp_path / "out").exists()
+    result = dub_file(
+        media,
+        DubOptions("es", source="en", voice_mode="clone", clone_id=clone.id, subtitles=srt),
+        synthesizer=synthesizer,
+        engine=DictEngine(),
+        out_dir=tmp_path / "out",
+        clone_store=store,
+    )
+    assert {line.voice for line in result.lines} == {"atlas"} and len(result.lines) == len(DIALOGUE)
+    assert {line.gender for line in result.lines} == {"male"}

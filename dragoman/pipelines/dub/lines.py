@@ -22,6 +22,15 @@ MAX_SUBTITLE_CUES = 100_000
 _STAMP = r"(?:(\d+):)?(\d{1,2}):(\d{2})[,.](\d{1,3})"
 _TIMING = re.compile(rf"^\s*{_STAMP}\s*-->\s*{_STAMP}")
 _TAG = re.compile(r"<[^>]*>|\{[^}]*\}")
+#: What a dub does not speak: sound descriptions in brackets ([music], [LAUGHS]) and music notes.
+_UNSPOKEN = re.compile(r"\[[^\]]*\]|[♪♫♬]")
+
+
+def speakable(text: str) -> str:
+    """``text`` as a voice says it: sound descriptions in square brackets and music notes removed; the
+    empty string when no letter or digit is left (a line of ``♪`` or ``...``)."""
+    spoken = " ".join(_UNSPOKEN.sub(" ", text).split())
+    return spoken if any(c.isalnum() for c in spoken) else ""
 
 
 @dataclass(frozen=True)
@@ -41,16 +50,18 @@ class Slot:
 
 def slots_from_tracks(source: SubtitleTrack, translated: SubtitleTrack) -> list[Slot]:
     """The lines of ``source`` and its translation (the same cues at the same times), one per sentence;
-    lines with no text in either language are left out. Linear in the cues."""
+    lines with nothing to say (:func:`speakable`) are left out. Linear in the cues."""
     if len(source.cues) != len(translated.cues):
         raise InvalidRequest("the translated track does not pair with its source cue for cue")
     slots: list[Slot] = []
     for group in sentence_groups(source.cues):
-        first, last = source.cues[group[0]], source.cues[group[-1]]
-        source_text = join_texts([source.cues[i].text for i in group]).strip()
-        text = join_texts([translated.cues[i].text for i in group]).strip()
-        if not text:
+        text = speakable(join_texts([translated.cues[i].text for i in group]))
+        # the slot spans the cues with something to say (not a cue of music notes before the words)
+        spoken = [i for i in group if speakable(translated.cues[i].text) or speakable(source.cues[i].text)]
+        if not text or not spoken:
             continue
+        first, last = source.cues[spoken[0]], source.cues[spoken[-1]]
+        source_text = join_texts([source.cues[i].text for i in group]).strip()
         slots.append(Slot(len(slots), first.start, max(first.start, last.end), source_text, text))
     return slots
 

@@ -76,7 +76,6 @@ from dragoman.pipelines.subtitles import (
     SubtitleTrack,
     caption_track,
     check_folder,
-    refuse_existing,
     stage_context,
     target_code,
     translate_track,
@@ -191,6 +190,23 @@ def planned_files(
 
 def _paths(plan: _Plan) -> list[Path]:
     return [*([plan.video] if plan.video else []), plan.audio, *plan.subtitles.values()]
+
+
+def refuse_existing(
+    paths: Sequence[Path], media: Path, *, overwrite: bool = False, hint: str = OVERWRITE_HINT
+) -> None:
+    """InvalidRequest naming the first of ``paths`` that is the media itself, a folder, or (unless
+    ``overwrite``; ``hint`` says how to ask for it) a file that exists: checked before any work."""
+    for path in paths:
+        if path.resolve() == media.resolve():
+            raise InvalidRequest(f"the output {path} is the media file; the input is never overwritten")
+        if path.is_dir():
+            raise InvalidRequest(f"{path} is a folder; it cannot be replaced by a dub's file")
+        if not overwrite and (path.exists() or path.is_symlink()):
+            raise InvalidRequest(
+                f"{path} already exists; a dub never overwrites a file: {hint} to replace it, "
+                "or choose another output folder"
+            )
 
 
 # ----- the source track ------------------------------------------------------------------------------------
