@@ -105,7 +105,11 @@ def register(subparsers: _SubParsers[argparse.ArgumentParser]) -> None:
         "install", help="install a faster-whisper model from a directory, an archive or an http(s) URL"
     )
     _common(p)
-    p.add_argument("source", help="a model directory, a .tar.gz/.zip holding one, or its URL")
+    p.add_argument(
+        "source",
+        help="a model directory, a .tar.gz/.zip holding one, its URL, or hf:OWNER/REPO[@REVISION] "
+        "(the Hugging Face Hub)",
+    )
     p.add_argument("--id", help="the id to install it as (default: the source's name)")
     p.add_argument("--sha256", help="expected SHA-256 of the archive")
     p.add_argument("--replace", action="store_true", help="replace an installed model with the same id")

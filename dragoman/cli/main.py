@@ -437,7 +437,11 @@ def build_parser() -> argparse.ArgumentParser:
     pp = psub.add_parser("list", help="installed packs")
     pp.add_argument("--json", action="store_true")
     _verbose(pp)
-    pp = psub.add_parser("install", help="install from a file, directory, URL or index name (en:es)")
+    pp = psub.add_parser(
+        "install",
+        help="install from a file, directory, URL, index name (en:es) or hf:OWNER/REPO[@REVISION] "
+        "(a CTranslate2 model on the Hugging Face Hub)",
+    )
     pp.add_argument("source")
     pp.add_argument("--sha256", help="expected SHA-256 of the archive")
     pp.add_argument("--replace", action="store_true", help="replace an installed pack with the same id")

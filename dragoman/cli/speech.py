@@ -132,6 +132,22 @@ def _served(entry: object) -> str:
     return f"{entry['engine']}:{entry['engine_voice']}{mark}"
 
 
+def cmd_voices_install(args: argparse.Namespace, settings: Settings) -> int:
+    from dragoman.models import voices
+    from dragoman.models.install import tqdm_progress
+
+    if args.json:
+        manifest = voices.install(args.source, settings, sha256=args.sha256, replace=args.replace)
+        _print_json({"installed": manifest.id, "language": manifest.locale, "license": manifest.license})
+        return 0
+    with tqdm_progress("install") as progress:
+        manifest = voices.install(
+            args.source, settings, sha256=args.sha256, progress=progress, replace=args.replace
+        )
+    print(f"installed voice {manifest.id} ({manifest.locale}, {manifest.quality or 'quality unknown'})")
+    return 0
+
+
 def cmd_voices_list(args: argparse.Namespace, settings: Settings) -> int:
     from dragoman.speech.tts.synth import Synthesizer
 
@@ -254,6 +270,17 @@ def register(subparsers: _SubParsers[argparse.ArgumentParser]) -> None:
     pl = vsub.add_parser("list", help="the ten voices, the 31 languages and the engine serving each")
     _common(pl)
     pl.set_defaults(func=cmd_voices_list)
+
+    vi = vsub.add_parser("install", help="install a Piper voice (.onnx with its .onnx.json)")
+    _common(vi)
+    vi.add_argument(
+        "source",
+        help="a voice directory, an archive, a .onnx file (config beside it), a URL, or "
+        "hf:OWNER/REPO[/FOLDER][@REVISION] (the Hugging Face Hub)",
+    )
+    vi.add_argument("--sha256", help="expected SHA-256 of the archive or .onnx file")
+    vi.add_argument("--replace", action="store_true", help="replace an installed voice with the same id")
+    vi.set_defaults(func=cmd_voices_install)
 
     clone = vsub.add_parser(
         "clone", help="voice matches: the nearest voice adapted to a reference clip's pitch and formants"

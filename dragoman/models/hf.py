@@ -225,11 +225,11 @@ def _listing(source: HubSource, max_bytes: int) -> tuple[str, list[HubFile]]:
 
 def _select(source: HubSource, files: list[HubFile], kind: str) -> list[HubFile]:
     prefix = f"{source.subdir}/" if source.subdir else ""
-    chosen = [
+    patterns = tuple(p for p in KIND_PATTERNS[kind] if not (prefix and p == CARD))
+    chosen = [  # the card is the repo's own, at its top, whatever the folder
         f
         for f in files
-        if f.path.startswith(prefix)
-        and (_wanted(f.path[len(prefix) :], KIND_PATTERNS[kind]) or (prefix and f.path == CARD))
+        if (f.path.startswith(prefix) and _wanted(f.path[len(prefix) :], patterns)) or f.path == CARD
     ]
     if not [f for f in chosen if f.path.rsplit("/", 1)[-1] != CARD]:
         raise PackIntegrityError(

@@ -136,7 +136,17 @@ def read_voice(path: Path) -> VoiceManifest:
         onnx=model.name,
         config=config.name,
         speakers=int(data.get("num_speakers") or 1),
+        license=_licence(path),
     )
+
+
+def _licence(path: Path) -> str:
+    """The first line of the voice's LICENSE file (written for installs from the Hugging Face Hub), if any."""
+    licence = path / "LICENSE"
+    if not licence.is_file() or licence.stat().st_size > MAX_CONFIG_BYTES:
+        return ""
+    lines = licence.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    return lines[0][:200] if lines else ""
 
 
 def _info(manifest: VoiceManifest, path: Path) -> VoiceInfo:

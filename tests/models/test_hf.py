@@ -120,6 +120,7 @@ def test_asr_and_voice_install_from_the_hub(settings: Settings, tmp_path: Path, 
     )
     voice = voices.install(f"hf:{VOICE}/de", settings)
     assert voice.id == "de_DE-standin-x_low"
+    assert voice.license.startswith("cc0-1.0 (from the model card of someone/piper-standin")
 
 
 def test_cli_packs_install_takes_hf_sources(
@@ -130,3 +131,25 @@ def test_cli_packs_install_takes_hf_sources(
     monkeypatch.setenv("DRAGOMAN_PACKS_DIR", str(settings.engine.packs_dir))
     assert main(["packs", "install", f"hf:{OPUS}", "--json"]) == 0
     assert (settings.engine.packs_dir / "hf-someone--opus-mt-en-es-ct2" / "dragoman-pack.json").is_file()
+
+
+def test_cli_voices_and_asr_install_take_hf_sources(
+    settings: Settings,
+    tmp_path: Path,
+    hub: Hub,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dragoman.cli.main import main
+
+    monkeypatch.setenv("DRAGOMAN_PACKS_DIR", str(settings.engine.packs_dir))
+    onnx = write_standin_voice(tmp_path / "voice-build", "en_US-standin-x_low")
+    hub.repos[VOICE] = Repo(
+        {p.name: p.read_bytes() for p in onnx.parent.iterdir()} | {"README.md": card("mit")}
+    )
+    assert main(["voices", "install", f"hf:{VOICE}@main", "--json"]) == 0
+    assert '"installed": "en_US-standin-x_low"' in capsys.readouterr().out
+    whisper = build_tiny_whisper(tmp_path / "whisper-build")
+    hub.repos[WHISPER] = Repo({p.name: p.read_bytes() for p in whisper.iterdir() if p.is_file()})
+    assert main(["asr", "install", f"hf:{WHISPER}", "--json"]) == 0
+    assert asr.model_dir(settings, "faster-whisper-tiny-test").is_dir()
