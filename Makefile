@@ -28,7 +28,7 @@ APT_PACKAGES := apertium $(APERTIUM_DEFAULT) \
 	postgresql redis-server \
 	espeak-ng flite festival festvox-us-slt-hts festvox-ca-ona-hts festvox-italp16k festvox-itapc16k \
 	festvox-czech-dita festvox-suopuhe-lj festvox-suopuhe-mv festvox-ru \
-	ffmpeg sox
+	ffmpeg sox iso-codes
 # postgresql (issue 13): the scaled database; tests start a throwaway server with its initdb/pg_ctl
 # (dragoman/testing/postgres.py); the Debian service's own cluster is not used.
 # redis-server (issue 13): the shared store of the 60/min limiter across API processes; tests start their own
@@ -38,6 +38,8 @@ APT_PACKAGES := apertium $(APERTIUM_DEFAULT) \
 # Italian, Czech, Finnish and Russian voices are diphone/unit selection (festvox-hi-nsk fails to load: left out).
 # ffmpeg and sox (issues 15 and 16): run as programs (muxing subtitles and dubbed audio, the tests' media made
 # from lavfi sources, ffprobe as the tests' external validator); decoding in process is PyAV's.
+# iso-codes (issue 17): country and language names translated into 158 locales (gettext .mo files), the
+# reference of benchmarks/quality.py's term-level check; data only (LGPL-2.1), read with Python's gettext.
 
 .PHONY: apertium-all
 .PHONY: setup venv system-deps demo test test-fast lint lint-imports typecheck check bench up down clean
@@ -110,6 +112,7 @@ bench: setup
 	$(BIN)/python benchmarks/formats.py
 	$(BIN)/python benchmarks/subtitles.py
 	$(BIN)/python benchmarks/dub.py
+	$(BIN)/python benchmarks/quality.py
 
 # The scaled hosted service on this machine, for trying it (issue 13; README "Scaling out"): PostgreSQL, Redis
 # and moto's S3 server on loopback, `dragoman hosted migrate`, two API processes and two workers sharing them,

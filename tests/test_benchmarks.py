@@ -31,6 +31,7 @@ SCRIPTS = (
     "formats.py",
     "hosted.py",
     "mcp.py",
+    "quality.py",
     "scale.py",
     "subtitles.py",
     "tts.py",

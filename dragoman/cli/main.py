@@ -480,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
     from dragoman.cli.dub import register as register_dub
 
     register_dub(sub)
+    from dragoman.cli.eval import register as register_eval
+
+    register_eval(sub)
     return parser
 
 
