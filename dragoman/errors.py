@@ -185,6 +185,14 @@ class PathNotAllowed(DragomanError):
     code = "path_not_allowed"
 
 
+class InstallNotAllowed(DragomanError):
+    """An install asked of a front door the user has not allowed to install models (the MCP server without
+    DRAGOMAN_MCP_ALLOW_INSTALLS=1): nothing is downloaded."""
+
+    status = 403
+    code = "install_not_allowed"
+
+
 class OcrUnavailable(DragomanError):
     """Tesseract or the OCR language it needs is not installed."""
 

@@ -123,3 +123,14 @@ DB_MAX_OVERFLOW: Final = 20
 DB_POOL_TIMEOUT_S: Final = 10.0
 #: Seconds a new connection may take (libpq waits for ever by default: a server behind a dropped route).
 DB_CONNECT_TIMEOUT_S: Final = 5.0
+
+# ----- MCP tools over many files and over the packs (issue 17, R3) -------------------------------------
+#: Files one ``translate_files`` call translates (a folder or a glob): more is ``limit_exceeded`` before any
+#: work, naming how to narrow the pattern. Each file keeps its own 200 MB bound.
+MAX_MCP_FILES: Final = 100
+#: Folder entries a ``translate_files`` call may look at while it expands its folder or glob: a ``**`` over a
+#: home folder is refused instead of walking it for minutes.
+MAX_MCP_SCAN_ENTRIES: Final = 50_000
+#: Language pairs one ``list_pairs`` call answers with their routes (an NLLB-200 pack alone reaches about
+#: 40,000): more are counted and left out (``truncated``), a source or target narrows the list.
+MAX_LIST_PAIRS: Final = 2_000

@@ -219,6 +219,9 @@ class LocalSettings:
     )
     #: Directories MCP file tools may read and write besides the client's roots (never the working directory).
     allowed_dirs: tuple[Path, ...] = field(default=(), metadata=env("DRAGOMAN_ALLOWED_DIRS", as_paths))
+    #: Whether the MCP tool ``packs_install`` may download and install packs (issue 17): off unless the user
+    #: turns it on in the server's configuration.
+    mcp_allow_installs: bool = field(default=False, metadata=env("DRAGOMAN_MCP_ALLOW_INSTALLS", as_bool))
     #: Where the daemon's PID/port file is kept.
     state_dir: Path = field(default_factory=_default_state_dir, metadata=env("DRAGOMAN_STATE_DIR", as_path))
 

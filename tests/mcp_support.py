@@ -45,6 +45,10 @@ TOOLS = {
     "transcribe",
     "subtitle_file",
     "dub_video",
+    "translate_files",
+    "list_pairs",
+    "packs_list",
+    "packs_install",
 }
 READ_ONLY = {
     "translate",
@@ -54,7 +58,11 @@ READ_ONLY = {
     "engine_status",
     "glossary_list",
     "list_voices",
+    "list_pairs",
+    "packs_list",
 }
+#: The tools that reach beyond this device (annotated open-world): only installs do (issue 17).
+OPEN_WORLD = {"packs_install"}
 FRENCH = "Bonjour, je voudrais réserver une table pour deux personnes ce soir, s'il vous plaît."
 
 

@@ -52,6 +52,7 @@ CASTS: list[tuple[str, str, str, str, object]] = [
     ("DRAGOMAN_BATCH_WINDOW_MS", "0.5", "engine", "batch_window_ms", 0.5),
     ("DRAGOMAN_GLOSSARY", "/g/glossary.json", "local", "glossary_path", Path("/g/glossary.json")),
     ("DRAGOMAN_ALLOWED_DIRS", f"/x{SEP} {SEP}/y", "local", "allowed_dirs", (Path("/x"), Path("/y"))),
+    ("DRAGOMAN_MCP_ALLOW_INSTALLS", "yes", "local", "mcp_allow_installs", True),
     ("DRAGOMAN_STATE_DIR", "/run/state", "local", "state_dir", Path("/run/state")),
     ("DRAGOMAN_PORT", "0", "daemon", "port", 0),
     ("DRAGOMAN_PORT", " 9000 ", "daemon", "port", 9000),

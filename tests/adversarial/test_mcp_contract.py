@@ -39,6 +39,10 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "transcribe": {"path": "in.mp4"},
     "subtitle_file": {"path": "in.mp4"},
     "dub_video": {"path": "in.mp4", "targets": ["es"]},
+    "translate_files": {"path": "*.txt", "target": "es", "source": "en"},
+    "list_pairs": {},
+    "packs_list": {},
+    "packs_install": {"source": "en:es"},
 }
 SHAPE = re.compile(r"^Error executing tool (?P<tool>\w+): (?P<message>.+) \[(?P<code>[a-z_]+)\]$", re.DOTALL)
 

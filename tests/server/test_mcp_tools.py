@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.shared.exceptions import MCPDeprecationWarning
-from mcp_support import FRENCH, READ_ONLY, TOOLS, error_text, in_process, structured
+from mcp_support import FRENCH, OPEN_WORLD, READ_ONLY, TOOLS, error_text, in_process, structured
 from mcp_types import LoggingMessageNotificationParams
 
 import dragoman.translation.engine as eng
@@ -39,10 +39,18 @@ async def test_every_tool_listed_with_bounded_inputs_output_schema_and_true_anno
         assert tool.output_schema is not None, name
         assert "provenance" in tool.output_schema["properties"], name
         assert tool.annotations is not None, name
-        assert tool.annotations.open_world_hint is False, name
+        assert tool.annotations.open_world_hint is (name in OPEN_WORLD), name
         assert tool.annotations.read_only_hint is (name in READ_ONLY), name
         assert tool.annotations.idempotent_hint is (
-            name not in {"translate_file", "ocr_translate", "speak", "subtitle_file", "dub_video"}
+            name
+            not in {
+                "translate_file",
+                "ocr_translate",
+                "speak",
+                "subtitle_file",
+                "dub_video",
+                "translate_files",
+            }
         ), name
     # speak writes a new file each call and never overwrites one (issue 14)
     assert tools["speak"].annotations.destructive_hint is False  # type: ignore[union-attr]

@@ -35,6 +35,7 @@ from dragoman.server import paths
 from dragoman.server.local_store import GlossaryStore
 from dragoman.server.mcp import _sdk
 from dragoman.server.mcp._dub import dub_video
+from dragoman.server.mcp._files import translate_files
 from dragoman.server.mcp._models import (
     BatchOutput,
     DetectOutput,
@@ -56,6 +57,7 @@ from dragoman.server.mcp._models import (
     Tier,
     TranslateOutput,
 )
+from dragoman.server.mcp._packs import list_pairs, packs_install, packs_list
 from dragoman.server.mcp._runtime import (
     CallLogHandler,
     Ctx,
@@ -333,7 +335,7 @@ _FILE_HINTS = {
     errno.EACCES: "check the permissions of the file and its folder, or choose another output_path",
     errno.EPERM: "check the permissions of the file and its folder, or choose another output_path",
     errno.EROFS: "choose an output_path on a writable disk",
-    errno.EISDIR: "name a file, not a folder",
+    errno.EISDIR: "name a file, not a folder (translate_files translates a folder or a glob)",
 }
 
 
@@ -486,14 +488,14 @@ async def ocr_translate(
 
 # ----- server ----------------------------------------------------------------------------------------
 def _annotations(
-    title: str, *, read_only: bool, idempotent: bool, destructive: bool = False
+    title: str, *, read_only: bool, idempotent: bool, destructive: bool = False, open_world: bool = False
 ) -> ToolAnnotations:
     return ToolAnnotations(
         title=title,
         read_only_hint=read_only,
         destructive_hint=None if read_only else destructive,
         idempotent_hint=idempotent,
-        open_world_hint=False,
+        open_world_hint=open_world,
     )
 
 
@@ -530,6 +532,22 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     ),
     # dubbing (issue 16): dub_video may replace its own output files (overwrite), like subtitle_file
     (dub_video, _annotations("Dub a video", read_only=False, idempotent=False, destructive=True)),
+    # reach (issue 17): translate_files may replace its own outputs (overwrite), like translate_file;
+    # packs_install reaches the network (open world) and may replace an installed pack (replace)
+    (
+        translate_files,
+        _annotations(
+            "Translate a folder or glob of files", read_only=False, idempotent=False, destructive=True
+        ),
+    ),
+    (list_pairs, _annotations("List language pairs and routes", read_only=True, idempotent=True)),
+    (packs_list, _annotations("List installed packs", read_only=True, idempotent=True)),
+    (
+        packs_install,
+        _annotations(
+            "Install a translation pack", read_only=False, idempotent=True, destructive=True, open_world=True
+        ),
+    ),
 )
 
 
