@@ -197,9 +197,28 @@ def _missing_file(path: Path) -> str | None:
     except OSError:
         return None
     for m in _ABSOLUTE_PATH.finditer(text[:MAX_MODE_FILE_CHARS]):
-        if not os.path.exists(m.group(1)):
+        if locate_data(m.group(1)) is None:
             return m.group(1)
     return None
+
+
+_PAIR_DIR = re.compile(r"apertium-([a-z]+(?:_[A-Za-z]+)?)-([a-z]+(?:_[A-Za-z]+)?)")
+
+
+def locate_data(name: str) -> str | None:
+    """``name`` (a path a ``.mode`` file names) where it is installed; None when it is nowhere.
+
+    Debian's apertium-eo-ca and apertium-eo-es ship ``ca-eo.mode`` and ``es-eo.mode`` naming
+    ``/usr/share/apertium/apertium-eo-ca/...`` while installing the files under ``apertium-ca-eo/``: a
+    missing file is looked for in the pair's directory with the two codes swapped."""
+    if os.path.exists(name):
+        return name
+    path = Path(name)
+    m = _PAIR_DIR.fullmatch(path.parent.name)
+    if m is None:
+        return None
+    swapped = path.parent.with_name(f"apertium-{m.group(2)}-{m.group(1)}") / path.name
+    return str(swapped) if swapped.exists() else None
 
 
 #: Apertium's Serbo-Croatian (``hbs``): its analysers read Croatian, Bosnian and Serbian in Latin script
@@ -332,7 +351,7 @@ def mode_commands(path: Path) -> list[list[str]]:
     if not all(commands):
         raise BackendError(f"Apertium mode file {path} holds an empty pipeline stage; reinstall the pair")
     generator = next((i for i, argv in enumerate(commands) if _GENERATOR in argv), None)
-    commands = [["-g" if arg == _GENERATOR else arg for arg in argv] for argv in commands]
+    commands = [["-g" if arg == _GENERATOR else _located(arg) for arg in argv] for argv in commands]
     if (
         generator is not None
         and generator > 0
@@ -347,6 +366,10 @@ def mode_commands(path: Path) -> list[list[str]]:
             *commands[generator:],
         ]
     return [_null_flushed(argv) for argv in commands]
+
+
+def _located(arg: str) -> str:
+    return (locate_data(arg) or arg) if arg.startswith("/") else arg
 
 
 def _null_flushed(argv: list[str]) -> list[str]:
