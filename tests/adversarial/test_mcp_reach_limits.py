@@ -72,6 +72,7 @@ async def test_a_glob_matching_thousands_of_files_is_refused_before_any_work(
     before = _listing(workdir)
     calls: list[int] = []
     real = eng.Engine.translate_many
+
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
@@ -275,3 +276,37 @@ async def test_a_cancelled_folder_run_keeps_finished_files_and_leaves_no_partial
     assert partial_seen and len(partial_seen[0]) == 1  # the third file was being written
     assert sorted(p.name for p in workdir.iterdir()) == sorted([*names, "a.es.txt", "b.es.txt"])
     assert (workdir / "a.es.txt").read_text(encoding="utf-8").strip()
+
+
+# ----- patterns and deep folders -----------------------------------------------------------------------
+def test_glob_matching_is_linear_in_the_depth_of_the_path() -> None:
+    from growth import assert_linear
+
+    from dragoman.server.mcp._files import _Pattern
+
+    # several ** and a near miss at every depth: naive backtracking is polynomial (exponential in the **s)
+    pattern = _Pattern(("**", "d*", "**", "d*", "**", "d*", "**", "*.txt"))
+
+    def work(text: str) -> object:
+        return pattern.matches(tuple(text.split("/")))
+
+    assert_linear(work, {"deep": lambda n: "/".join(["d"] * n) + "/x.md"}, 200)
+
+
+async def test_a_file_hundreds_of_folders_deep_is_found_and_translated(
+    env: dict[str, str], workdir: Path
+) -> None:
+    folder = workdir
+    for _ in range(600):  # (made a level at a time: mkdir recurses; pytest's clean-up does too, up to 1000)
+        folder = folder / "d"
+        folder.mkdir()
+    (folder / "deep.txt").write_text("Hello from the bottom.", encoding="utf-8")
+    async with in_process(env) as client:
+        out = structured(
+            await client.call_tool("translate_files", {"path": "**/*.txt", "target": "es", "source": "en"})
+        )
+        folder_given = error_text(
+            await client.call_tool("translate_file", {"path": ".", "target": "es", "source": "en"})
+        )
+    assert out["translated"] == 1 and (folder / "deep.es.txt").is_file()
+    assert "translate_files" in folder_given  # translate_file on a folder points at the tool that takes one

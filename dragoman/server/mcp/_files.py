@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -113,17 +112,17 @@ class _Pattern:
         self.fixed = segments.index("**") if self.deep else len(segments)
 
     def matches(self, parts: tuple[str, ...]) -> bool:
-        segments = self.segments
-
-        @functools.cache
-        def at(i: int, j: int) -> bool:  # parts[i:] against segments[j:]; memoised: linear in their product
-            if j == len(segments):
-                return i == len(parts)
-            if segments[j] == "**":
-                return at(i, j + 1) or (i < len(parts) and at(i + 1, j))
-            return i < len(parts) and fnmatchcase(parts[i], segments[j]) and at(i + 1, j + 1)
-
-        return at(0, 0)
+        """Whether ``parts`` match, segment by segment: the set of positions each segment may end at, so
+        the cost is linear in the parts times the segments (no recursion, however deep the folders)."""
+        at = {0}
+        for segment in self.segments:
+            if not at:
+                return False
+            if segment == "**":
+                at = set(range(min(at), len(parts) + 1))
+            else:
+                at = {i + 1 for i in at if i < len(parts) and fnmatchcase(parts[i], segment)}
+        return len(parts) in at
 
     def may_descend(self, parts: tuple[str, ...]) -> bool:
         """Whether a folder at ``parts`` may hold a match (its fixed leading segments match so far)."""

@@ -399,6 +399,8 @@ async def translate_file(
     try:
         input_path = paths.check_allowed(path, allowed)
         output = paths.check_allowed(output_path, allowed) if output_path else None
+        if input_path.is_dir():
+            raise InvalidRequest(f"{path} is a folder; translate_files translates a folder or a glob")
     except DragomanError as exc:
         raise tool_error(exc) from exc
     from dragoman.pipelines import translate_file as files  # imported on first use: start-up stays fast
