@@ -131,6 +131,22 @@ def test_dub_never_overwrites_without_being_asked_and_shows_a_bar_per_stage(
     assert "%" not in out
 
 
+@pytest.mark.parametrize(
+    ("message", "stage"),
+    [
+        ("dubbing into es: synthesise: line 3 of 9", "es synthesise"),
+        ("dubbing into fr: probed", "fr probe"),
+        ("dubbing into es: mixing", "es mix"),
+        ("recognising: recognising", "recognise"),
+        ("translate", "translate"),
+        ("dubbing into es: done", ""),
+        ("", "working"),
+    ],
+)
+def test_progress_messages_name_their_stage(message: str, stage: str) -> None:
+    assert cli_dub._stage(message) == stage
+
+
 def test_an_interrupted_dub_leaves_no_file(
     setup: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

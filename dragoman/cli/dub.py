@@ -87,7 +87,8 @@ def _stage(message: str) -> str:
 
 class StageBars:
     """A progress callback drawing one tqdm bar per stage on stderr: a new stage closes the previous bar
-    (which stays on screen with its elapsed time) and opens its own at the point the run has reached."""
+    (which stays on screen with the stage's elapsed time) and opens its own at the point the run has reached
+    (the bars measure the whole run: a batch's targets share one scale)."""
 
     def __init__(self) -> None:
         self._bar: Any = None
