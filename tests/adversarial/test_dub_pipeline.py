@@ -382,3 +382,37 @@ def test_the_mix_holds_one_chunk_not_the_media(tmp_path: Path) -> None:
     short, long = _mix_peak(60, tmp_path), _mix_peak(240, tmp_path)
     # four minutes at 48 kHz are 92 MB as float64: the mix holds a chunk, whatever the length
     assert long < 1.25 * short and long < 100 * 2**20, (short / 2**20, long / 2**20)
+
+
+@pytest.mark.slow
+def test_a_dub_of_many_tiny_lines_costs_linear_time(synthesizer: Synthesizer, tmp_path: Path) -> None:
+    """The whole run (voicing, fitting, mixing, writing) over 40 and 80 one-word lines a quarter of a second
+    apart: twice the lines, at most about twice the time."""
+    from dragoman.media.audio import write_wav
+
+    def run(n: int, k: int) -> None:
+        media = tmp_path / f"tiny{n}.wav"
+        if not media.exists():
+            write_wav(Audio(np.full(round((n * 0.25 + 1) * 16000), 0.01, np.float32), 16000), media)
+        srt = tmp_path / f"tiny{n}.srt"
+        srt.write_text(
+            "".join(
+                f"{i + 1}\n{srt_timestamp(i * 0.25)} --> {srt_timestamp(i * 0.25 + 0.2)}\nNo.\n\n"
+                for i in range(n)
+            ),
+            encoding="utf-8",
+        )
+        result = dub_file(
+            media,
+            DubOptions("es", source="en", subtitles=srt),
+            synthesizer=synthesizer,
+            engine=DictEngine({"No.": "No."}),
+            out_dir=tmp_path / f"out{n}-{k}",
+        )
+        assert len(result.lines) == n and result.outputs.video is None
+
+    rounds = iter(range(100))
+    run(10, -1)  # warm the voices
+    small = _best(lambda: run(40, next(rounds)), rounds=2)
+    large = _best(lambda: run(80, next(rounds)), rounds=2)
+    assert large / small < 3.5, (small, large)
