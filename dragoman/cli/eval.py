@@ -77,7 +77,7 @@ def register(sub: _SubParsers[argparse.ArgumentParser]) -> None:
     p.add_argument("--to", help="target language (BCP-47 or FLORES-200)")
     p.add_argument("--src", help="source sentences, one a line (UTF-8)")
     p.add_argument("--ref", help="reference translations, aligned by line with --src")
-    p.add_argument("--testset", help="a sacreBLEU test set name (wmt20, flores200...), fetched by sacreBLEU")
+    p.add_argument("--testset", help="a sacreBLEU test set (wmt13, wmt20, iwslt17...), fetched by sacreBLEU")
     p.add_argument("--tier", choices=["best", "fast"], help="best (default) or fast")
     p.add_argument("--hypotheses", help="also write the translations here, one a line")
     p.add_argument("--overwrite", action="store_true", help="replace the --hypotheses file if it exists")

@@ -151,14 +151,16 @@ def read_parallel(source: str | Path, reference: str | Path) -> ParallelSet:
 
 
 def load_testset(name: str, source: str, target: str) -> ParallelSet:
-    """One of sacreBLEU's named test sets (``wmt20``, ``flores200``...), for the pair, through sacreBLEU
-    (downloaded on first use into ``$SACREBLEU``; the first reference when it has several)."""
+    """One of sacreBLEU's named test sets (``wmt13``, ``wmt20``, ``iwslt17``, ``mtedx/test``...), for the
+    pair, through sacreBLEU (downloaded on first use into ``$SACREBLEU``; the first reference when it has
+    several)."""
     from sacrebleu import utils
     from sacrebleu.dataset import DATASETS
 
     if name not in DATASETS:
         raise InvalidRequest(
-            f"sacreBLEU knows no test set {name!r}; `sacrebleu --list` names them (wmt20, flores200, ...)"
+            f"sacreBLEU knows no test set {name!r}; `sacrebleu --list` names them "
+            "(wmt13, wmt20, iwslt17, mtedx/test, ...)"
         )
     src, tgt = get(resolve(source)), get(resolve(target))
     pairs = utils.get_langpairs_for_testset(name)
