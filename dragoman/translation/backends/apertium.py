@@ -193,10 +193,11 @@ def _missing_file(path: Path) -> str | None:
     """The first absolute path a ``.mode`` file names that does not exist; None when all do (or it is
     unreadable: running it reports that)."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open(encoding="utf-8", errors="replace") as f:
+            text = f.read(MAX_MODE_FILE_CHARS)
     except OSError:
         return None
-    for m in _ABSOLUTE_PATH.finditer(text[:MAX_MODE_FILE_CHARS]):
+    for m in _ABSOLUTE_PATH.finditer(text):
         if locate_data(m.group(1)) is None:
             return m.group(1)
     return None
