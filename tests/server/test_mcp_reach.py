@@ -9,14 +9,23 @@ when the user allowed installs; ``translate_files`` translates a folder or a glo
 
 from __future__ import annotations
 
+import random
 import shutil
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from mcp_support import error_text, in_process, structured
 
 from dragoman.errors import PackInstallError
+from dragoman.limits import Tier
+from dragoman.server.mcp._packs import pairs_of
 from dragoman.testing.tinypack import build_argos_pack
+from dragoman.translation.engine import Engine
+from dragoman.translation.routing import find_routes, reachable_pairs
+from dragoman.translation.types import Hop, PackKind, Route
 
 pytestmark = pytest.mark.anyio
 
@@ -257,3 +266,58 @@ async def test_translate_files_refuses_paths_outside_and_empty_matches_answer_no
     assert "[path_not_allowed]" in refused and "[invalid_request]" in dotdot
     assert nothing["files"] == [] and nothing["translated"] == 0
     assert not (outside / "x.es.txt").exists()
+
+
+# ----- list_pairs' routes are the engine's, and cheap over a multilingual pack --------------------------
+class _FakeCache:
+    def __init__(self, edges: list[Hop]) -> None:
+        self._edges = edges
+
+    def edges(self) -> list[Hop]:
+        return self._edges
+
+    def routes(self, source: str, target: str, tier: Tier) -> tuple[Route, ...]:
+        return tuple(find_routes(self._edges, source, target, tier))
+
+
+def _engine(edges: list[Hop]) -> Engine:
+    return cast("Engine", SimpleNamespace(pack_cache=_FakeCache(edges), provenance="on-device"))
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("tier", ["best", "fast"])
+def test_each_pairs_route_is_the_best_route_over_every_edge(seed: int, tier: Tier) -> None:
+    rng = random.Random(seed)
+    langs = [f"l{i}_Latn" for i in range(9)]
+    kinds: list[PackKind] = ["argos", "multilingual", "apertium"]
+    edges = [
+        Hop(f"p{k}", rng.choice(kinds), a, b, rng.randint(1, 4), rng.randint(1, 4))
+        for k in range(rng.randint(6, 22))
+        for a, b in [rng.sample(langs, 2)]
+    ]
+    out = pairs_of(_engine(edges), None, None, tier)
+    assert out.total == len(reachable_pairs(edges)) == out.count
+    for row in out.pairs:
+        best = find_routes(edges, row.source, row.target, tier)[0]
+        assert [(h.pack, h.source, h.target) for h in row.route] == [
+            (h.pack_id, h.source, h.target) for h in best.hops
+        ], (seed, row.source, row.target)
+
+
+def test_list_pairs_over_a_multilingual_pack_and_pivots_answers_quickly() -> None:
+    """200 languages all connected (an NLLB-200 pack) plus a language only an Apertium pair reaches: every
+    search over the whole graph cost 0.1 s a pivot pair (93 s for the first 2,000 pairs); now < 2 s."""
+    langs = [f"l{i:03}_Latn" for i in range(200)]
+    edges = [Hop("nllb", "multilingual", a, b, 3, 1) for a in langs for b in langs if a != b]
+    edges += [
+        Hop("ap", "apertium", "zzz_Latn", "l000_Latn", 2, 3),
+        Hop("pa", "apertium", "l000_Latn", "zzz_Latn", 2, 3),
+    ]
+    started = time.perf_counter()
+    every = pairs_of(_engine(edges), None, None, "best")
+    into = pairs_of(_engine(edges), None, "zzz_Latn", "best")
+    seconds = time.perf_counter() - started
+    assert every.total == 40_200 and every.count == 2_000 and every.truncated
+    assert into.total == 200 and into.pivot == 199
+    assert [h.pack for h in into.pairs[5].route] == ["nllb", "pa"]
+    assert seconds < 20, seconds  # was 90 s and more
