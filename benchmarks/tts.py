@@ -13,16 +13,14 @@ HTTP, and intelligibility, in one run.
    hosted service running in this process (SQLite, loopback): milliseconds until the first audio bytes
    after the WAV header arrive, alternated with the whole inline render (``POST /api/v1/tts/synth``) of the
    same sentence. Target: under 300 ms.
-4. **Intelligibility**: with ``faster-whisper`` installed, the word error rate of a transcription of each
-   render. Without it (the recognition issue has not landed) the stand-in figures are the words per minute
-   and the seconds per word of each voice and language, with the renders whose pace falls outside 60-260
-   words a minute (speech that is cut, or mostly silence) flagged. Say which one printed.
+4. **Intelligibility**: the word error rate of each render as the embedded Whisper base hears it, through
+   dragoman's own recogniser (``dragoman.speech.asr.Recognizer``; never a hub model name, which would need the
+   internet).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tempfile
 import time
@@ -167,54 +165,23 @@ def stream_part(rounds: int) -> None:
     )
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
 def intelligibility_part(synthesizer: Any, voices: list[str], languages: list[str]) -> None:
+    from dragoman.settings import Settings
+    from dragoman.speech.asr import Recognizer, TranscribeOptions
+    from dragoman.speech.asr.score import word_error_rate
     from dragoman.speech.tts.types import SynthesisOptions
 
-    try:
-        from faster_whisper import WhisperModel  # type: ignore[import-not-found]
-    except ImportError:
-        WhisperModel = None
-    if WhisperModel is not None:
-        print("\n4. intelligibility: word error rate of a faster-whisper transcription")
-    else:
-        print(
-            "\n4. intelligibility (stand-in: faster-whisper is not installed and the recognition issue has "
-            "not landed): words per minute and seconds per word of each render; outside 60-260 wpm flagged"
-        )
-    model = WhisperModel("tiny", device="cpu", compute_type="int8") if WhisperModel is not None else None
+    # The embedded Whisper base through dragoman's own recogniser (never a hub model name: offline machines).
+    print("\n4. intelligibility: word error rate of the embedded Whisper base's transcription")
+    recognizer = Recognizer(Settings.from_env())
     for code in languages:
         cells: list[str] = []
         for voice in voices:
             result = synthesizer.synthesize(TEXTS[code], SynthesisOptions(voice, code))
-            words = len(_words(TEXTS[code]))
-            if model is not None:
-                import numpy as np
-
-                from dragoman.media.audio import resample
-
-                samples = resample(result.audio, 16000).samples.astype(np.float32)
-                segments, _ = model.transcribe(samples, language=code)
-                heard = _words(" ".join(s.text for s in segments))
-                cells.append(f"{voice} WER {_wer(_words(TEXTS[code]), heard):.0%}")
-            else:
-                wpm = words / result.audio.duration * 60
-                flag = "" if 60 <= wpm <= 260 else " !"
-                cells.append(f"{voice} {wpm:.0f} wpm {result.audio.duration / words:.2f} s/w{flag}")
+            heard = recognizer.transcribe(result.audio, TranscribeOptions(language=code))
+            cells.append(f"{voice} WER {word_error_rate(TEXTS[code], heard.text):.0%}")
         engine = synthesizer.resolve(SynthesisOptions(voices[0], code)).voice.engine
         print(f"  {code} ({engine}): " + "; ".join(cells))
-
-
-def _wer(ref: list[str], hyp: list[str]) -> float:
-    d = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, d[0] = d[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (r != h))
-    return d[len(hyp)] / max(1, len(ref))
 
 
 def main(argv: list[str] | None = None) -> int:
