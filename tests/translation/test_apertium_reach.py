@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from apertium_sentences import SENTENCES
 
+from dragoman.errors import BackendError
 from dragoman.languages import catalogue
 from dragoman.settings import Settings
 from dragoman.translation.backends._serbian import cyrl_to_latn, latn_to_cyrl
@@ -21,6 +22,7 @@ from dragoman.translation.backends.apertium import (
     UNUSABLE_MODES,
     ApertiumBackend,
     ApertiumMode,
+    apertium_status,
     discover_modes,
     expand_mode,
     mode_commands,
@@ -108,7 +110,10 @@ def test_discovery_skips_modes_without_their_data_and_the_unusable_ones(tmp_path
     (tmp_path / "eng-hbs_HR.mode").write_text(f"lt-proc {data}\n")
     found = {m.pack_id: m for m in discover_modes([tmp_path])}
     assert set(found) == {"apertium-eo-ca", "apertium-hrv-slv", "apertium-bos-slv", "apertium-srp-slv"}
-    assert {"rus-ukr", "eng-hbs_HR"} <= set(UNUSABLE_MODES)
+    status = apertium_status(list(found.values()), [tmp_path], True)
+    assert set(status["left_out"]) == {"rus-ukr", "eng-hbs_HR"}
+    assert "SIGSEGV" in status["left_out"]["rus-ukr"]
+    assert "hrv_Latn->slv_Latn" in status["pairs"] and "srp_Cyrl->slv_Latn" in status["pairs"]
 
 
 def test_a_mode_naming_its_pair_directory_the_other_way_round_finds_its_data(tmp_path: Path) -> None:
@@ -245,6 +250,29 @@ def test_a_sentence_through_every_installed_pair(
         assert len(out.unknown_words) <= words // 3, (mode.pack_id, out)
         if catalogue.script_of(mode.target) == "Cyrl":
             assert re.search("[а-яђјљњћџ]", out.text.lower()), (mode.pack_id, out.text)
+
+
+@pytest.mark.slow
+@pytest.mark.apertium
+@pytest.mark.parametrize("stem", sorted(UNUSABLE_MODES))
+def test_the_modes_left_out_are_still_broken(stem: str) -> None:
+    path = MODES_DIR / f"{stem}.mode"
+    if not HAVE_LT_PROC or not path.is_file():
+        pytest.skip(f"{stem}.mode is not installed")
+    source = catalogue.resolve(stem.split("-")[0])
+    mode = ApertiumMode(stem, source, "hrv_Latn", None, path)
+    text = SENTENCES[source]
+    backend = ApertiumBackend(mode, timeout=10.0)
+    try:
+        (out,) = backend.translate_batch_detailed([(text,)], source, "hrv_Latn")
+    except BackendError:
+        return  # the pipeline dies (rus-*: the tagger's SIGSEGV)
+    finally:
+        backend.close()
+    # Every word marked or left as a lemma with tags: when Debian fixes a pair, this fails; take it out of
+    # UNUSABLE_MODES then.
+    broken = len(out.unknown_words) > len(text.split()) // 3 or bool(_ARTEFACTS.search(out.text))
+    assert broken or "clitic" in out.text, (stem, out)
 
 
 @pytest.fixture(scope="module")

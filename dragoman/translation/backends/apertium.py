@@ -323,13 +323,20 @@ def apertium_status(
     modes: Sequence[ApertiumMode], modes_dirs: Sequence[Path], enabled: bool
 ) -> dict[str, Any]:
     """Apertium as ``dragoman status`` shows it: binary, version, where modes are looked for, the pairs
-    (``eng_Latn->spa_Latn``) and variants (``oci-cat_gascon``) found, and whether it is enabled."""
+    (``eng_Latn->spa_Latn``) and variants (``oci-cat_gascon``) found, the installed modes left out because
+    Debian ships them broken (``left_out``: stem -> why), and whether it is enabled."""
+    left_out: dict[str, str] = {}
+    for directory in modes_dirs:
+        for stem, why in UNUSABLE_MODES.items():
+            if stem not in left_out and (directory / f"{stem}.mode").is_file():
+                left_out[stem] = why
     return {
         "binary": shutil.which("lt-proc"),
         "version": apertium_version(),
         "modes_dirs": [str(p) for p in modes_dirs],
         "pairs": sorted(f"{m.source}->{m.target}" for m in modes if m.is_pack),
         "variants": sorted(m.path.stem for m in modes if not m.is_pack),
+        "left_out": dict(sorted(left_out.items())),
         "enabled": enabled,
     }
 
