@@ -320,3 +320,36 @@ def test_a_slow_download_is_bounded_in_all_not_per_operation(tmp_path: Path) -> 
         assert not list(tmp_path.iterdir())
     finally:
         server.close()
+
+
+def test_cancels_racing_the_completion_settle_each_child_once(service: Hosted, clip: Path) -> None:
+    import threading
+
+    key, _ = service.new_key(credits=1_000)
+    files = service.settings.hosted.data_dir / "files" / "dubs"
+    spent = 0
+    try:
+        with service.client(key) as c:
+            video = upload(c, clip)
+            for delay in (0.0, 0.005, 0.02, 0.05):
+                DUBBER.gate = threading.Event()
+                DUBBER.started.clear()
+                body = {"videoId": video["video_id"], "targetLang": "es", "sourceLang": "en"}
+                accepted = c.post("/api/v1/dub", json=body).json()
+                (child,), price = accepted["jobIds"], accepted["perTarget"]
+                assert DUBBER.started.wait(60)
+                DUBBER.gate.set()  # the dub ends now ...
+                time.sleep(delay)
+                canceled = c.delete(f"/api/v1/jobs/{child}")  # ... while its client cancels it
+                ended = wait_terminal(c, [child])[child]
+                if ended["status"] == "done":
+                    assert canceled.status_code == 409 and ended["credits"] == price
+                    spent += price
+                    assert c.get(f"/api/v1/dub/{child}/video").status_code == 200
+                else:
+                    assert ended["status"] == "canceled" and canceled.json()["credits_refunded"] == price
+                    time.sleep(0.5)  # the engine's late completion lost: its files are deleted
+                    assert not [p for p in (files / child).rglob("*") if p.is_file()]
+                assert _balance(service, key) == 1_000 - spent
+    finally:
+        DUBBER.gate = None
