@@ -49,8 +49,20 @@ class DictEngine:
         self._known = {_key(k): v for k, v in self.table.items()}
 
     def lookup(self, text: str) -> str:
-        """The fixed translation of ``text`` (case and punctuation aside: a recogniser's transcript)."""
-        return self._known.get(_key(text), self.fallback(text))
+        """The fixed translation of ``text`` (case and punctuation aside: a recogniser's transcript); a text
+        made of several known sentences (a transcript without punctuation) gives their translations in
+        order; anything else ``fallback(text)``."""
+        key = _key(text)
+        if key in self._known:
+            return self._known[key]
+        found: list[str] = []
+        while key:
+            known = next((k for k in self._known if key == k or key.startswith(k + " ")), None)
+            if known is None:
+                return self.fallback(text)
+            found.append(self._known[known])
+            key = key[len(known) :].strip()
+        return " ".join(found)
 
     def translate_many(
         self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None

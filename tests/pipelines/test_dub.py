@@ -77,6 +77,17 @@ def test_lines_are_sentences_over_their_cues() -> None:
     ]
 
 
+def test_a_long_pause_inside_a_sentence_ends_a_line() -> None:
+    # a transcript without punctuation: one sentence for the translation, two lines for the dub
+    cues = (Cue(1.0, 2.0, ("the weather is",)), Cue(3.2, 4.0, ("fine today",)), Cue(4.3, 5.0, ("really",)))
+    track = SubtitleTrack("en", cues, "en", False)
+    slots = slots_from_tracks(track, SubtitleTrack("es", cues, "en", True))
+    assert [(s.start, s.end, s.text) for s in slots] == [
+        (1.0, 2.0, "the weather is"),
+        (3.2, 5.0, "fine today really"),
+    ]
+
+
 def test_sound_descriptions_and_music_are_not_spoken() -> None:
     cues = (Cue(1.0, 2.0, ("♪ ♪",)), Cue(3.0, 4.0, ("[MUSIC] Hello.",)), Cue(5.0, 6.0, ("...",)))
     track = SubtitleTrack("en", cues, "en", False)

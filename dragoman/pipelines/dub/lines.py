@@ -1,13 +1,15 @@
 """The lines a dub speaks (issue 16): one per sentence of the source track.
 
 A line is a run of cues translated as one text (:func:`dragoman.pipelines.subtitles.sentence_groups`: it
-ends at a sentence end or a pause), its slot ``[first cue start, last cue end]``; its text is the
-translation laid over those cues, joined again. Lines come from a recognised source track and its
-translation, or from the user's own SRT/VTT file (:func:`read_subtitle_file`)."""
+ends at a sentence end or a pause), cut again at pauses of :data:`LINE_PAUSE`; its slot is
+``[first cue start, last cue end]``, its text the translation laid over those cues, joined again. Lines
+come from a recognised source track and its translation, or from the user's own SRT/VTT file
+(:func:`read_subtitle_file`)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,10 @@ from dragoman.errors import DocumentFormatError, FileTooLarge, InvalidRequest, f
 from dragoman.media.cues import Cue, join_texts
 from dragoman.pipelines.subtitles import SubtitleTrack, sentence_groups
 
+#: A pause (seconds) this long between two cues of one sentence ends a dub line there: the dub keeps the
+#: pause (and, in match mode, the speaker may change), saying the share of the translation laid over the
+#: cues before it. A transcript without punctuation (Whisper gives some) still makes one line per phrase.
+LINE_PAUSE = 1.0
 #: The largest subtitle file read (bytes) and the most cues taken from it.
 MAX_SUBTITLE_BYTES = 10 * 1024 * 1024
 MAX_SUBTITLE_CUES = 100_000
@@ -55,15 +61,27 @@ def slots_from_tracks(source: SubtitleTrack, translated: SubtitleTrack) -> list[
         raise InvalidRequest("the translated track does not pair with its source cue for cue")
     slots: list[Slot] = []
     for group in sentence_groups(source.cues):
-        text = speakable(join_texts([translated.cues[i].text for i in group]))
-        # the slot spans the cues with something to say (not a cue of music notes before the words)
-        spoken = [i for i in group if speakable(translated.cues[i].text) or speakable(source.cues[i].text)]
-        if not text or not spoken:
-            continue
-        first, last = source.cues[spoken[0]], source.cues[spoken[-1]]
-        source_text = join_texts([source.cues[i].text for i in group]).strip()
-        slots.append(Slot(len(slots), first.start, max(first.start, last.end), source_text, text))
+        for run in _runs(source.cues, group):
+            text = speakable(join_texts([translated.cues[i].text for i in run]))
+            # the slot spans the cues with something to say (not a cue of music notes before the words)
+            spoken = [i for i in run if speakable(translated.cues[i].text) or speakable(source.cues[i].text)]
+            if not text or not spoken:
+                continue
+            first, last = source.cues[spoken[0]], source.cues[spoken[-1]]
+            source_text = join_texts([source.cues[i].text for i in run]).strip()
+            slots.append(Slot(len(slots), first.start, max(first.start, last.end), source_text, text))
     return slots
+
+
+def _runs(cues: Sequence[Cue], group: list[int]) -> list[list[int]]:
+    """``group`` cut where a pause of :data:`LINE_PAUSE` or more falls between two of its cues."""
+    runs: list[list[int]] = [[group[0]]]
+    for i in group[1:]:
+        if cues[i].start - cues[runs[-1][-1]].end >= LINE_PAUSE:
+            runs.append([i])
+        else:
+            runs[-1].append(i)
+    return runs
 
 
 def _seconds(groups: tuple[str | None, ...]) -> float:
