@@ -301,12 +301,27 @@ async def test_a_file_hundreds_of_folders_deep_is_found_and_translated(
         folder = folder / "d"
         folder.mkdir()
     (folder / "deep.txt").write_text("Hello from the bottom.", encoding="utf-8")
-    async with in_process(env) as client:
-        out = structured(
-            await client.call_tool("translate_files", {"path": "**/*.txt", "target": "es", "source": "en"})
-        )
-        folder_given = error_text(
-            await client.call_tool("translate_file", {"path": ".", "target": "es", "source": "en"})
-        )
-    assert out["translated"] == 1 and (folder / "deep.es.txt").is_file()
-    assert "translate_files" in folder_given  # translate_file on a folder points at the tool that takes one
+    try:
+        async with in_process(env) as client:
+            out = structured(
+                await client.call_tool(
+                    "translate_files", {"path": "**/*.txt", "target": "es", "source": "en"}
+                )
+            )
+            folder_given = error_text(
+                await client.call_tool("translate_file", {"path": ".", "target": "es", "source": "en"})
+            )
+        assert out["translated"] == 1 and (folder / "deep.es.txt").is_file()
+        assert (
+            "translate_files" in folder_given
+        )  # translate_file on a folder points at the tool that takes one
+    finally:
+        # Taken down a level at a time, bottom up: pytest's recursive clean-up of its temporary folders
+        # would hit Python's recursion limit on 600 levels (a RecursionError at the end of the session).
+        for level in [folder, *folder.parents]:
+            if level == workdir:
+                break
+            for child in level.iterdir():
+                if not child.is_dir():
+                    child.unlink()
+            level.rmdir()
