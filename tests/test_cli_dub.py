@@ -173,7 +173,9 @@ def test_several_targets_make_one_batch_with_the_voice_options(
 ) -> None:
     out_dir = setup / "out"
     argv = ["dub", str(setup / "talk.mp4"), "--to", "es, fr,es", "--voice-mode", "match", "-o", str(out_dir)]
-    code, out, err = run(capsys, *argv, "--subtitles", str(setup / "source.srt"), "--tier", "fast", "--json")
+    code, out, err = run(
+        capsys, *argv, "--subtitles", str(setup / "source.srt"), "--tier", "fast", "--model", "m1", "--json"
+    )
     assert code == 0, err
     ((media, targets, options, kwargs),) = no_pipeline  # one batch: the speech is recognised once
     assert media == setup / "talk.mp4" and targets == ["es", "fr"]
@@ -181,6 +183,7 @@ def test_several_targets_make_one_batch_with_the_voice_options(
     assert options.subtitles == setup / "source.srt"
     assert kwargs["out_dir"] == out_dir and kwargs["overwrite"] is False and kwargs["clone_store"] is None
     assert kwargs["hint"] == "give --overwrite" and kwargs["transcribe_options"].language == "auto"
+    assert kwargs["transcribe_options"].model == "m1"
     data = json.loads(out)
     assert [d["target"] for d in data["dubs"]] == ["es", "fr"]
     assert data["dubs"][0]["voices"] == ["aria", "marcus"] and data["dubs"][0]["beyond_natural"] == [1]
