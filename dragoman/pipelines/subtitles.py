@@ -105,15 +105,19 @@ class SubtitleResult:
 def stage_context(context: JobContext | None, start: int, end: int, label: str) -> JobContext:
     """A context whose progress maps one stage's own (done, total) onto ``start..end`` of
     :data:`PROGRESS_TOTAL`, never going back (a route's second hop restarts its count); cancellation and
-    the deadline are the caller's."""
+    the deadline are the caller's. A report at the value already reached is passed on when it names another
+    stage (the part of its message before the first ``:``; a dub's "mix" after its last line)."""
     outer = context or JobContext()
     best = [start - 1]  # the stage's first report is passed on, even at its start
+    last = [""]  # the stage named by the last report passed on
 
     def progress(done: int, total: int, message: str) -> None:
         share = min(1.0, done / total) if total > 0 else 0.0
         value = start + round((end - start) * share)
-        if value > best[0]:
+        named = message.split(":", 1)[0].strip()
+        if value > best[0] or (value == best[0] and named != last[0]):
             best[0] = value
+            last[0] = named
             shown = message if not label or message in ("", label) else f"{label}: {message}"
             outer.progress(value, PROGRESS_TOTAL, shown or label)
 

@@ -6,8 +6,9 @@
   :func:`~dragoman.media.decode.iter_audio`): under each placed line the original is lowered by
   ``DubOptions.duck_db`` with :data:`RAMP_SECONDS` ramps either side (so speech is pushed under the dub while
   music and effects stay audible under it, and at their own level between lines), the line is added, and the
-  chunk is appended to a raw float32 file and measured (:class:`LoudnessMeter`). Memory: one chunk, the lines
-  that overlap it, and ten loudness values per second of media.
+  chunk is appended to a raw float32 file and measured (:class:`LoudnessMeter`). Memory: one chunk, the parts
+  of the lines that overlap it (read from the store, not mapped), and ten loudness values per second of
+  media.
 - **Loudness**: the mix's integrated loudness (ITU-R BS.1770-4, the same measure as
   :func:`~dragoman.media.audio.loudness_lufs`, here chunk by chunk) gives the gain to
   ``DubOptions.loudness_lufs`` (at most :data:`MAX_GAIN_DB` up, so near-silence is not blown up into
@@ -17,7 +18,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +43,27 @@ PEAK_LIMIT = 0.84
 #: Seconds of preceding audio the K-weighting of a chunk sees, and of zeros after it (the filter's impulse
 #: response has fallen below 1e-9 of its peak within about 0.2 s).
 _K_CONTEXT_S = 0.5
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim`` (None elsewhere)."""
+    try:
+        import ctypes
+
+        trim: Callable[[int], int] = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+def release_freed_memory() -> None:
+    """Hand the memory freed by a chunk's arrays back to the system (glibc keeps the freed blocks of
+    arrays of a few MB in its heap, where the next chunk's arrays of slightly other sizes do not always fit:
+    the resident size then grew with the media's length, about 15 MB a minute, with nothing alive)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
 @lru_cache(maxsize=8)
@@ -77,13 +99,16 @@ class PlacedLine:
 
 
 class LineStore:
-    """Fitted lines as raw float32 at :data:`MIX_RATE` in ``path`` (appended; read back memory-mapped)."""
+    """Fitted lines as raw float32 at :data:`MIX_RATE` in ``path`` (appended; read back piece by piece with
+    ordinary reads, not memory-mapped: a mapping's pages stay resident as they are touched, so mapping the
+    store made the mix's peak memory grow with the total length of the lines, about 8 MB a minute of
+    dialogue)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file: BinaryIO | None = path.open("wb")
         self._size = 0
-        self._map: npt.NDArray[np.float32] | None = None
+        self._reader: BinaryIO | None = None
 
     def add(self, start: float, audio: Audio) -> PlacedLine:
         assert self._file is not None, "the store is closed for writing"
@@ -93,21 +118,27 @@ class LineStore:
         self._size += len(samples)
         return placed
 
-    def samples(self, line: PlacedLine) -> npt.NDArray[np.float32]:
+    def samples(self, line: PlacedLine, lo: int = 0, hi: int | None = None) -> npt.NDArray[np.float32]:
+        """Samples ``lo..hi`` of ``line`` (all of it by default), read from the store."""
         if self._file is not None:
             self._file.close()
             self._file = None
-        if self._map is None:
-            if self._size == 0:
-                return np.zeros(0, dtype=np.float32)
-            self._map = np.memmap(self.path, dtype="<f4", mode="r", shape=(self._size,))
-        return self._map[line.offset : line.offset + line.length]
+        hi = line.length if hi is None else min(hi, line.length)
+        lo = max(0, lo)
+        if hi <= lo:
+            return np.zeros(0, dtype=np.float32)
+        if self._reader is None:
+            self._reader = self.path.open("rb")
+        self._reader.seek(4 * (line.offset + lo))
+        data = self._reader.read(4 * (hi - lo))
+        return np.frombuffer(data, dtype="<f4").astype(np.float32)
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        self._map = None
+        for handle in (self._file, self._reader):
+            if handle is not None:
+                handle.close()
+        self._file = None
+        self._reader = None
 
 
 class LoudnessMeter:
@@ -221,11 +252,13 @@ def mix_to_file(
                 s = line.start_sample(rate)
                 lo, hi = max(a, s), min(b, s + line.length)
                 if hi > lo:
-                    mixed[lo - a : hi - a] += store.samples(line)[lo - s : hi - s]
+                    mixed[lo - a : hi - a] += store.samples(line, lo - s, hi - s)
             out32 = mixed.astype("<f4")
             meter.feed(out32)
             sink.write(out32.tobytes())
             a = b
+            del mixed, out32
+            release_freed_memory()
     return meter.lufs()
 
 

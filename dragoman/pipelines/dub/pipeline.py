@@ -159,6 +159,7 @@ class _Plan:
     video: Path | None
     audio: Path
     subtitles: dict[str, Path]
+    spared: tuple[Path, ...] = ()  # outputs left out: they would land on the user's source subtitles
 
 
 def video_suffix(media: Path) -> str:
@@ -175,9 +176,12 @@ def planned_files(
     has_video: bool,
     out_dir: str | Path | None = None,
     source_subtitles: bool = True,
+    keep: Path | None = None,
 ) -> _Plan:
     """The files a dub writes (module docstring); ``source_language`` None while it is not known (the
-    files named with it are then left out)."""
+    files named with it are then left out). A subtitle file that would land on ``keep`` (the user's own
+    source subtitles, ``DubOptions.subtitles``: ``talk.en.srt`` as ``dragoman subtitles`` names it) is left
+    out: the user's input is never written over (:func:`spared`)."""
     folder = Path(out_dir).expanduser().absolute() if out_dir is not None else media.parent
     stem = media.stem
     video = folder / f"{stem}.{language}{video_suffix(media)}" if has_video else None
@@ -190,7 +194,27 @@ def planned_files(
         if source_subtitles:
             subtitles[f"srt:{source_language}"] = folder / f"{stem}.{source_language}.srt"
         subtitles["bilingual_srt"] = folder / f"{stem}.{source_language}-{language}.srt"
-    return _Plan(video, folder / f"{stem}.{language}.dub.m4a", subtitles)
+    left_out: tuple[Path, ...] = ()
+    if keep is not None:
+        left_out = tuple(p for p in subtitles.values() if _same_file(p, keep))
+        subtitles = {key: p for key, p in subtitles.items() if p not in left_out}
+    return _Plan(video, folder / f"{stem}.{language}.dub.m4a", subtitles, left_out)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    return a.expanduser().absolute().resolve() == b.expanduser().absolute().resolve()
+
+
+def spared(plan: _Plan) -> str | None:
+    """The warning that the user's source subtitles are left as they are (not written over by the dub's
+    source-language SRT, which would bear their name), or None."""
+    if not plan.spared:
+        return None
+    names = ", ".join(p.name for p in plan.spared)
+    return (
+        f"source_subtitles: {names} is the source subtitles given; it is left as it is, not written over "
+        "by the dub's source-language subtitles"
+    )
 
 
 def _paths(plan: _Plan) -> list[Path]:
@@ -475,7 +499,13 @@ def dub_file(
     given = None if options.source in ("", "auto") else _spoken(options.source)
     known = source_track.track.language if source_track is not None else given
     plan = planned_files(
-        path, language, known, has_video=info.has_video, out_dir=out_dir, source_subtitles=source_subtitles
+        path,
+        language,
+        known,
+        has_video=info.has_video,
+        out_dir=out_dir,
+        source_subtitles=source_subtitles,
+        keep=options.subtitles,
     )
     refuse_existing(_paths(plan), path, overwrite=overwrite, hint=hint)
     _mark(context, "probe", "recognise")
@@ -509,7 +539,13 @@ def dub_file(
     source = source_track.track
     spoken = source.language
     plan = planned_files(
-        path, language, spoken, has_video=info.has_video, out_dir=out_dir, source_subtitles=source_subtitles
+        path,
+        language,
+        spoken,
+        has_video=info.has_video,
+        out_dir=out_dir,
+        source_subtitles=source_subtitles,
+        keep=options.subtitles,
     )
     refuse_existing(_paths(plan), path, overwrite=overwrite, hint=hint)
     _mark(context, "recognise", "translate")
@@ -517,6 +553,9 @@ def dub_file(
 
     # ----- translate -----
     warnings: list[str] = [*source_track.warnings]
+    kept = spared(plan)
+    if kept is not None:
+        warnings.append(kept)
     if _same_language(options.target, spoken):
         translated = replace(source, language=language, translated=True)
         warnings.append(f"same_language: the speech is already {spoken}; it is re-voiced, not translated")
@@ -670,7 +709,13 @@ def dub_batch(
     given = None if options.source in ("", "auto") else _spoken(options.source)
     for k, target in enumerate(wanted):  # every file the batch writes that can be named yet
         plan = planned_files(
-            path, target, given, has_video=info.has_video, out_dir=out_dir, source_subtitles=k == 0
+            path,
+            target,
+            given,
+            has_video=info.has_video,
+            out_dir=out_dir,
+            source_subtitles=k == 0,
+            keep=options.subtitles,
         )
         refuse_existing(_paths(plan), path, overwrite=overwrite, hint=hint)
     shared: SourceTrack
@@ -696,6 +741,7 @@ def dub_batch(
             has_video=info.has_video,
             out_dir=out_dir,
             source_subtitles=k == 0,
+            keep=options.subtitles,
         )
         refuse_existing(_paths(plan), path, overwrite=overwrite, hint=hint)
     results: list[DubResult] = []
