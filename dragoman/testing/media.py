@@ -7,13 +7,23 @@ language it speaks. Each sentence's rendered audio is trimmed of the silence the
 a :class:`SpeechClip`'s ``start`` and ``end`` are where the voice starts and stops (within ~10 ms), which is
 what recognised word timings are checked against.
 
-Placement is the same on every run: the noise comes from a seeded generator and each sentence renders
-to the same length whatever was rendered before (see :func:`synthesize`); Pico's filters carry a little
-state, so a few milliseconds at a sentence's edges may differ slightly between runs.
+The track is the same, sample for sample, on every run and whatever ran before in the process: the noise
+comes from a seeded generator, and :func:`make_speech_audio` renders its sentences in a fresh Python process
+(hash seed fixed), where the allocations before each render are always the same. py-nanotts mallocs Pico's
+2.5 MB pool for every render and Pico reads some of it before writing it, so a render depends on what the
+process allocated and freed before (glibc's mmap threshold grows after the first pool is freed, and later
+pools come from the reused heap): in process, the same sentence came out a little different after other
+renders or after Whisper had run, which was enough to move the tiny random Whisper's words in the tests
+that transcribe this media. (A fixed ``MALLOC_MMAP_THRESHOLD_`` gives every render zeroed memory too, but
+Whisper base then mishears one of the German test sentences.)
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -102,6 +112,42 @@ def _trimmed(audio: Audio) -> Audio:
     return Audio((trimmed * (SPEECH_PEAK / peak)).astype(np.float32), audio.rate)
 
 
+def _render_fresh(sentences: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+    """Each of ``sentences`` ((language, text) pairs) through :func:`synthesize`, in order, in a new Python
+    process (see the module's notes), so the renders are the same samples whatever ran before in this
+    process; unknown languages raise
+    :class:`ValueError` as :func:`synthesize` does."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "speech.npz"
+        code = "import sys; from dragoman.testing.media import _render_main; _render_main(sys.argv[1])"
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(out)],
+            input=json.dumps([list(pair) for pair in sentences]),
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode == 3:
+            raise ValueError(done.stdout.strip())
+        if done.returncode != 0:
+            raise RuntimeError(f"rendering test speech failed: {done.stderr.strip()[-2000:]}")
+        with np.load(out) as arrays:
+            return [arrays[f"arr_{i}"].astype(np.float32) for i in range(len(sentences))]
+
+
+def _render_main(out: str) -> None:
+    """The child of :func:`_render_fresh`: sentences (JSON) on stdin, the renders to ``out`` (.npz)."""
+    sentences = json.loads(sys.stdin.read())
+    try:
+        rendered = [synthesize(language, text).samples for language, text in sentences]
+    except ValueError as exc:
+        sys.stdout.write(str(exc))
+        sys.exit(3)
+    np.savez(out, *rendered)
+
+
 def make_speech_audio(
     sentences: Sequence[tuple[str, str]],
     *,
@@ -113,6 +159,7 @@ def make_speech_audio(
     """A 16 kHz track of ``sentences`` ((language, text) pairs) spoken in turn: ``lead`` seconds of silence
     first and last, ``gap`` seconds between sentences, noise at ``noise_db`` dBFS RMS throughout (None: none);
     and where each sentence was placed."""
+    rendered = _render_fresh(sentences)
     pieces: list[np.ndarray] = [np.zeros(round(lead * RATE), dtype=np.float32)]
     clips: list[SpeechClip] = []
     at = len(pieces[0])
@@ -120,7 +167,7 @@ def make_speech_audio(
         if index:
             pieces.append(np.zeros(round(gap * RATE), dtype=np.float32))
             at += len(pieces[-1])
-        speech = synthesize(language, text).samples
+        speech = rendered[index]
         clips.append(SpeechClip(text, language, at / RATE, (at + len(speech)) / RATE))
         pieces.append(speech)
         at += len(speech)
