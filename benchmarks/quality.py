@@ -16,6 +16,15 @@ same after case folding, removing accents and punctuation, and collapsing spaces
 common name where iso-codes gives one (``Bolivia``, not ``Bolivia, Plurinational State of``); languages are
 the 184 with a two-letter code.
 
+Every other pack direction (each installed pack's pairs where one of the two languages is not in the
+test set: ``hr-en``, ``nb-nn``, ``pl-szl``...) gets the term check only, through that pack alone, in a second
+table. A FLORES code's iso-codes locale is its BCP 47 language subtag (``hrv_Latn`` ``hr``, ``zsm_Latn``
+``ms``, ``nob_Latn`` ``nb``, ``srd_Latn`` ``sc``; ``srp_Cyrl`` ``sr``, ``srp_Latn`` ``sr@latin``); where
+iso-codes has no catalogue for a language (``szl``) the row says ``no reference`` rather than being left
+out, and a locale that translates only one of the two lists (``frp``, ``an``: countries) says so. A term
+the pack fails on (Debian's hbs-mkd answers nothing for some names, ukr-rus's tagger crashes on some)
+counts as a miss and the row names it (see :func:`translate_terms`).
+
 Time: after the scored run, each route translates the set in alternated rounds (``--rounds``), once as one
 call (``set``: what a document or a batch costs per sentence) and once a sentence a call (``each``: the
 latency of a single sentence); the medians per sentence are printed with their min-max.
@@ -51,6 +60,9 @@ LANGUAGES = {
     "it": "ita_Latn",
     "gl": "glg_Latn",
 }
+#: iso-codes locales that a language's BCP 47 language subtag does not name: script variants.
+SCRIPT_LOCALES = {"srp_Latn": "sr@latin", "uzn_Cyrl": "uz@cyrillic", "bel_Latn": "be@latin"}
+DOMAINS = {"iso_3166-1": "countries", "iso_639-3": "languages"}
 QUICK_SENTENCES = 10
 QUICK_TERMS = 40
 
@@ -64,7 +76,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "alternated (default 3; 1 with --quick)",
     )
     made.add_argument("--tier", choices=["best", "fast"], default="best", help="the tier measured (best)")
-    made.add_argument("--pairs", help="only these pairs, e.g. en-es,es-ca (default: every reachable one)")
+    made.add_argument(
+        "--pairs", help="only these pairs, e.g. en-es,es-ca,hr-en (default: every reachable one)"
+    )
     made.add_argument("--no-terms", action="store_true", help="skip the iso-codes term check")
     made.add_argument("--json", action="store_true", help="print the rows as JSON")
     return made.parse_args(argv)
@@ -78,6 +92,42 @@ def _catalog(locale: str, domain: str) -> dict[str, str] | None:
     with path.open("rb") as handle:
         catalog = gettext.GNUTranslations(handle)._catalog  # type: ignore[attr-defined]
     return {k: v for k, v in catalog.items() if isinstance(k, str) and k and isinstance(v, str) and v}
+
+
+def domains(locale: str) -> list[str]:
+    """The iso-codes lists (``iso_3166-1``, ``iso_639-3``) translated into ``locale`` (English: both)."""
+    if locale == "en":
+        return list(DOMAINS)
+    return [d for d in DOMAINS if (LOCALE_DIR / locale / "LC_MESSAGES" / f"{d}.mo").is_file()]
+
+
+def iso_locale(flores: str) -> str | None:
+    """The iso-codes locale of a FLORES-200 code (``hrv_Latn`` -> ``hr``), None where iso-codes translates
+    neither list into that language (or the code is unknown)."""
+    from dragoman.errors import UnknownLanguage
+    from dragoman.languages.catalogue import get
+
+    locale = SCRIPT_LOCALES.get(flores)
+    if locale is None:
+        try:
+            locale = get(flores).bcp47.split("-")[0]
+        except UnknownLanguage:
+            return None
+    return locale if domains(locale) else None
+
+
+def reference_note(source: str | None, target: str | None) -> str:
+    """Why a route's term check is missing or partial ("" when both lists are compared)."""
+    missing = [loc for loc in (source, target) if loc is None]
+    if missing:
+        return "no reference"
+    assert source is not None and target is not None
+    shared = [d for d in domains(source) if d in domains(target)]
+    if not shared:
+        return "no reference"
+    if len(shared) < len(DOMAINS):
+        return " and ".join(DOMAINS[d] for d in shared) + " only"
+    return ""
 
 
 def english_names() -> dict[str, list[str]]:
@@ -144,11 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         pairs = sorted(
             (by_flores[s], by_flores[t]) for s, t in reachable if s in by_flores and t in by_flores and s != t
         )
+        directions = _term_only_directions(engine, by_flores)
         if args.pairs:
             wanted = {tuple(p.strip().split("-", 1)) for p in args.pairs.split(",") if p.strip()}
             pairs = [p for p in pairs if p in wanted]
-        if not pairs:
-            print("no installed route joins two of the test set's languages", file=sys.stderr)
+            directions = [d for d in directions if (d[0], d[1]) in wanted or (d[2], d[3]) in wanted]
+        if not pairs and not directions:
+            print("no installed route matches", file=sys.stderr)
             return 1
         for src, tgt in pairs:
             data = read_parallel(DATA / f"{src}.txt", DATA / f"{tgt}.txt")
@@ -194,12 +246,26 @@ def main(argv: list[str] | None = None) -> int:
                     )
             rows.append(row)
             print(f"{row['pair']}: chrF {row['chrf']} BLEU {row['bleu']}", file=sys.stderr)
+        term_rows = [
+            _term_only_row(engine, direction, tier=args.tier, terms=have_terms, quick=args.quick)
+            for direction in directions
+        ]
         names = {code: get(flores).name for code, flores in LANGUAGES.items()}
     if args.json:
-        print(json.dumps(rows, ensure_ascii=False, indent=2))
+        print(json.dumps(rows + term_rows, ensure_ascii=False, indent=2))
         return 0
+    if rows:
+        _print_sentence_table(rows, tier=args.tier, names=names)
+    if term_rows:
+        if rows:
+            print()
+        print_term_table(term_rows, tier=args.tier)
+    return 0
+
+
+def _print_sentence_table(rows: list[dict[str, Any]], *, tier: str, names: dict[str, str]) -> None:
     print(
-        f"tier {args.tier}; {rows[0]['sentences']} sentences a pair; languages: "
+        f"tier {tier}; {rows[0]['sentences']} sentences a pair; languages: "
         + ", ".join(f"{c} {names[c]}" for c in LANGUAGES)
     )
     print()
@@ -216,7 +282,145 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"chrF signature: {rows[0]['chrf_signature']}")
     print(f"BLEU signature: {rows[0]['bleu_signature']}")
-    return 0
+
+
+# ----- pack directions outside the test set: the term check only -----------------------------------------
+#: (source label, target label, source FLORES, target FLORES, pack id)
+Direction = tuple[str, str, str, str, str]
+
+
+def _label(flores: str) -> str:
+    from dragoman.languages.catalogue import get
+
+    return get(flores).bcp47
+
+
+def _term_only_directions(engine: Any, by_flores: dict[str, str]) -> list[Direction]:
+    """Every installed pack's directions whose two languages are not both in the test set."""
+    found = {
+        (_label(s), _label(t), s, t, pack.id)
+        for pack in engine.packs()
+        for s, t in pack.pairs
+        if s != t and not (s in by_flores and t in by_flores)
+    }
+    return sorted(found)
+
+
+def _term_only_row(
+    engine: Any, direction: Direction, *, tier: str, terms: bool, quick: bool
+) -> dict[str, Any]:
+    from dragoman.errors import DragomanError
+    from dragoman.translation.types import TranslateOptions
+
+    src, tgt, source, target, pack = direction
+    src_locale, tgt_locale = iso_locale(source), iso_locale(target)
+    row: dict[str, Any] = {
+        "table": "terms",
+        "pair": f"{src}-{tgt}",
+        "pack": pack,
+        "locales": f"{src_locale or '-'} > {tgt_locale or '-'}",
+        "note": reference_note(src_locale, tgt_locale) if terms else "no term check",
+    }
+    lacking = [label for label, loc in ((src, src_locale), (tgt, tgt_locale)) if loc is None]
+    if terms and lacking:
+        row["note"] = f"no reference: iso-codes has no {' or '.join(lacking)} locale"
+    if not terms or src_locale is None or tgt_locale is None:
+        return row
+    found = term_pairs(src_locale, tgt_locale, limit=QUICK_TERMS if quick else None)
+    if not found:
+        return row
+    options = TranslateOptions(target, source, tier)
+    try:
+        engine.translate_many([found[0][0]], options, pack=pack)  # warm-up
+    except DragomanError:
+        pass  # the term is tried again below, where a failure is counted
+    started = time.perf_counter()
+    out, failures = translate_terms(engine, [a for a, _ in found], options, pack)
+    seconds = time.perf_counter() - started
+    if failures:
+        row["note"] = failure_note(failures)
+    exact, loose = term_scores([t if t is not None else "" for t in out], [b for _, b in found])
+    row.update(
+        terms=len(found),
+        terms_exact=round(exact, 1),
+        terms_normalised=round(loose, 1),
+        ms_per_term="-" if failures else f"{1000 * seconds / len(found):.2g}",
+    )
+    print(f"{row['pair']} ({pack}): terms {row['terms_exact']} / {row['terms_normalised']}", file=sys.stderr)
+    return row
+
+
+#: Terms a call when a route's whole list failed: a failing group is then retried a term a call.
+RETRY_CHUNK = 32
+#: Seconds an Apertium pack may take over a group of terms once it has failed the whole list (its own
+#: limit, 30 s, would make each term it never answers cost half a minute; a group takes milliseconds).
+RETRY_TIMEOUT = 3.0
+
+
+def _shorten_timeout(engine: Any, pack: str) -> None:
+    cache = getattr(engine, "pack_cache", None)
+    backend = None if cache is None else cache.backend(pack)
+    if backend is not None and isinstance(getattr(backend, "timeout", None), float):
+        backend.timeout = min(backend.timeout, RETRY_TIMEOUT)
+
+
+def translate_terms(
+    engine: Any, texts: list[str], options: Any, pack: str
+) -> tuple[list[str | None], list[tuple[str, str]]]:
+    """``texts`` through ``pack``: the translations (None for a term that failed) and (term, error name)
+    for each failed term. The list goes in one call; where that fails (an Apertium pair that answers
+    nothing for one input, or whose tagger crashes on one), in groups of :data:`RETRY_CHUNK`, and a
+    failing group a term a call, so one bad term costs that term and not the route's figure."""
+    from dragoman.errors import DragomanError
+
+    try:
+        return [r.translation for r in engine.translate_many(texts, options, pack=pack)], []
+    except DragomanError as error:
+        first = error
+    print(f"{pack}: {type(first).__name__} on the whole list; retrying in groups", file=sys.stderr)
+    _shorten_timeout(engine, pack)
+    out: list[str | None] = []
+    failures: list[tuple[str, str]] = []
+    for start in range(0, len(texts), RETRY_CHUNK):
+        group = texts[start : start + RETRY_CHUNK]
+        try:
+            out.extend(r.translation for r in engine.translate_many(group, options, pack=pack))
+            continue
+        except DragomanError:
+            pass
+        for text in group:
+            try:
+                out.append(engine.translate_many([text], options, pack=pack)[0].translation)
+            except DragomanError as error:
+                out.append(None)
+                failures.append((text, type(error).__name__))
+                print(f"{pack}: {text!r} failed: {str(error).split(';')[0]}", file=sys.stderr)
+    return out, failures
+
+
+def failure_note(failures: list[tuple[str, str]]) -> str:
+    """A route's note for the terms that failed: how many, the errors, the terms (at most three)."""
+    kinds = ", ".join(sorted({kind for _, kind in failures}))
+    shown = ", ".join(f"`{term}`" for term, _ in failures[:3])
+    more = f" and {len(failures) - 3} more" if len(failures) > 3 else ""
+    return f"{len(failures)} failed ({kinds}: {shown}{more}), counted as misses; time not comparable"
+
+
+def print_term_table(rows: list[dict[str, Any]], *, tier: str) -> None:
+    """The second table: pack directions with one language outside the test set, terms only."""
+    print(
+        f"Pack directions outside the test set (tier {tier}), iso-codes term check only, each through "
+        "its own pack:"
+    )
+    print()
+    print("| pair | pack | iso-codes | terms | exact % | normalised % | ms/term | note |")
+    print("|---|---|---|---:|---:|---:|---:|---|")
+    for row in rows:
+        print(
+            f"| {row['pair']} | {row['pack']} | {row['locales']} | {row.get('terms', '-')} | "
+            f"{row.get('terms_exact', '-')} | {row.get('terms_normalised', '-')} | "
+            f"{row.get('ms_per_term', '-')} | {row['note'] or '-'} |"
+        )
 
 
 if __name__ == "__main__":

@@ -298,6 +298,24 @@ def test_apertium_quick_run() -> None:
 
 
 @pytest.mark.slow
+@needs_apertium
+@pytest.mark.skipif(
+    not Path("/usr/share/apertium/modes/pol-szl.mode").is_file()
+    or not Path("/usr/share/locale/pl/LC_MESSAGES/iso_3166-1.mo").is_file(),
+    reason="apt-get install apertium-pol-szl iso-codes",
+)
+def test_quality_quick_run_has_a_row_for_a_language_iso_codes_lacks() -> None:
+    done = _run_script("quality.py", "--quick", "--rounds", "1", "--pairs", "en-es,pl-szl", timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("| en-es | apertium-eng-spa | ") for line in lines)
+    assert (
+        "| pl-szl | apertium-pol-szl | pl > - | - | - | - | - | no reference: iso-codes has no szl locale |"
+        in lines
+    )
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(
     shutil.which("ffmpeg") is None or shutil.which("flite") is None, reason="apt-get install ffmpeg flite"
 )

@@ -16,7 +16,14 @@ import sacrebleu
 from support import needs_apertium
 
 from dragoman.cli import main
-from dragoman.errors import FileAccessError, FileTooLarge, InvalidRequest, LimitExceeded, UnsupportedPair
+from dragoman.errors import (
+    EngineTimeout,
+    FileAccessError,
+    FileTooLarge,
+    InvalidRequest,
+    LimitExceeded,
+    UnsupportedPair,
+)
 from dragoman.limits import MAX_TEXT_CHARS
 from dragoman.pipelines import evaluate as ev
 from dragoman.translation.engine import Engine
@@ -316,3 +323,166 @@ def test_iso_codes_terms() -> None:
     assert pairs["Germany"] == "Alemania" and pairs["Spain"] == "España" and len(pairs) > 300
     es_ca = dict(quality.term_pairs("es", "ca"))
     assert es_ca["Alemania"] == "Alemanya"
+
+
+# ----- the benchmark's term-only routes: pack directions outside the test set ---------------------------
+def _fake_locales(root: Path, *, both: Sequence[str], countries: Sequence[str]) -> Path:
+    """A locale folder in which ``both`` translate both iso-codes lists and ``countries`` only the first."""
+    for locale in [*both, *countries]:
+        folder = root / locale / "LC_MESSAGES"
+        folder.mkdir(parents=True)
+        (folder / "iso_3166-1.mo").write_bytes(b"")
+        if locale in both:
+            (folder / "iso_639-3.mo").write_bytes(b"")
+    return root
+
+
+def test_flores_codes_map_to_iso_codes_locales(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    quality = _benchmark()
+    both = ["hr", "sr", "sr@latin", "bs", "nb", "nn", "ms", "br", "oc", "ast", "sc", "pl", "fr", "es"]
+    monkeypatch.setattr(quality, "LOCALE_DIR", _fake_locales(tmp_path, both=both, countries=["an", "frp"]))
+    expected = {
+        "hrv_Latn": "hr",
+        "srp_Cyrl": "sr",
+        "srp_Latn": "sr@latin",
+        "bos_Latn": "bs",
+        "nob_Latn": "nb",
+        "nno_Latn": "nn",
+        "zsm_Latn": "ms",
+        "arg_Latn": "an",
+        "bre_Latn": "br",
+        "oci_Latn": "oc",
+        "ast_Latn": "ast",
+        "srd_Latn": "sc",
+        "frp_Latn": "frp",
+        "eng_Latn": "en",  # English: the names themselves, no catalogue needed
+        "szl_Latn": None,  # no catalogue in this folder
+        "deu_Latn": None,
+        "xxx_Latn": None,  # not a FLORES-200 code
+    }
+    assert {code: quality.iso_locale(code) for code in expected} == expected
+    assert quality.reference_note("hr", "en") == ""
+    assert quality.reference_note("fr", "frp") == "countries only"
+    assert quality.reference_note("an", "es") == "countries only"
+    assert quality.reference_note("pl", None) == quality.reference_note(None, "en") == "no reference"
+
+
+class _TermEngine:
+    """Packs and a translation that answers each term from a table (unknown terms come back unchanged)."""
+
+    def __init__(self, packs: dict[str, tuple[tuple[str, str], ...]], table: dict[str, str]) -> None:
+        self._packs = packs
+        self.table = table
+        self.calls: list[tuple[str, str, str | None]] = []
+
+    def packs(self) -> list[object]:
+        return [type("Pack", (), {"id": k, "pairs": v})() for k, v in self._packs.items()]
+
+    def translate_many(
+        self, texts: list[str], options: TranslateOptions, *, pack: str | None = None
+    ) -> list[object]:
+        self.calls.append((str(options.source), options.target, pack))
+        return [type("Result", (), {"translation": self.table.get(t, t)})() for t in texts]
+
+
+def test_term_only_directions_leave_out_the_test_set_routes() -> None:
+    quality = _benchmark()
+    engine = _TermEngine(
+        {
+            "apertium-eng-spa": (("eng_Latn", "spa_Latn"),),
+            "apertium-pol-szl": (("pol_Latn", "szl_Latn"),),
+            "apertium-hrv-eng": (("hrv_Latn", "eng_Latn"),),
+        },
+        {},
+    )
+    by_flores = {v: k for k, v in quality.LANGUAGES.items()}
+    assert quality._term_only_directions(engine, by_flores) == [
+        ("hr", "en", "hrv_Latn", "eng_Latn", "apertium-hrv-eng"),
+        ("pl", "szl", "pol_Latn", "szl_Latn", "apertium-pol-szl"),
+    ]
+
+
+def test_a_language_without_iso_codes_gets_a_no_reference_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quality = _benchmark()
+    monkeypatch.setattr(quality, "LOCALE_DIR", _fake_locales(tmp_path, both=["pl"], countries=[]))
+    engine = _TermEngine({}, {})
+    row = quality._term_only_row(
+        engine,
+        ("pl", "szl", "pol_Latn", "szl_Latn", "apertium-pol-szl"),
+        tier="best",
+        terms=True,
+        quick=False,
+    )
+    assert engine.calls == []  # nothing to compare with: nothing translated
+    assert row["note"] == "no reference: iso-codes has no szl locale" and "terms" not in row
+    quality.print_term_table([row], tier="best")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        "| pl-szl | apertium-pol-szl | pl > - | - | - | - | - | no reference: iso-codes has no szl locale |"
+    )
+    assert lines[-3].startswith("| pair | pack | iso-codes | terms | exact % | normalised % |")
+
+
+@pytest.mark.skipif(
+    not Path("/usr/share/locale/hr/LC_MESSAGES/iso_3166-1.mo").is_file(), reason="no iso-codes"
+)
+def test_a_term_only_row_scores_through_its_own_pack(capsys: pytest.CaptureFixture[str]) -> None:
+    quality = _benchmark()
+    terms = quality.term_pairs("hr", "en")
+    wrong = terms[0][0]
+    table = dict(terms) | {wrong: "wrong"}
+    engine = _TermEngine({}, table)
+    row = quality._term_only_row(
+        engine, ("hr", "en", "hrv_Latn", "eng_Latn", "apertium-hrv-eng"), tier="best", terms=True, quick=False
+    )
+    assert set(engine.calls) == {("hrv_Latn", "eng_Latn", "apertium-hrv-eng")}
+    assert row["terms"] == len(terms) > 300 and row["note"] == "" and row["locales"] == "hr > en"
+    right = sum(table[a] == b for a, b in terms)
+    assert right < len(terms)
+    assert row["terms_exact"] == round(100 * right / len(terms), 1) <= row["terms_normalised"] < 100
+    quality.print_term_table([row], tier="best")
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .startswith(f"| hr-en | apertium-hrv-eng | hr > en | {len(terms)} |")
+    )
+
+
+class _StuckEngine(_TermEngine):
+    """Answers nothing for any call that holds ``stuck`` (as Apertium hbs-mkd does for some names)."""
+
+    def __init__(self, table: dict[str, str], stuck: str) -> None:
+        super().__init__({}, table)
+        self.stuck = stuck
+
+    def translate_many(
+        self, texts: list[str], options: TranslateOptions, *, pack: str | None = None
+    ) -> list[object]:
+        if self.stuck in texts:
+            self.calls.append((str(options.source), options.target, pack))
+            raise EngineTimeout(f"Apertium {pack} returned nothing for 30 s; its pipeline was killed")
+        return super().translate_many(texts, options, pack=pack)
+
+
+@pytest.mark.skipif(
+    not Path("/usr/share/locale/bs/LC_MESSAGES/iso_3166-1.mo").is_file(), reason="no iso-codes"
+)
+def test_a_term_a_route_fails_on_counts_as_a_miss_and_the_row_says_which() -> None:
+    quality = _benchmark()
+    terms = quality.term_pairs("bs", "mk")
+    stuck = terms[100][0]
+    engine = _StuckEngine(dict(terms), stuck)
+    row = quality._term_only_row(
+        engine, ("bs", "mk", "bos_Latn", "mkd_Cyrl", "apertium-bos-mkd"), tier="best", terms=True, quick=False
+    )
+    right = sum(a != stuck for a, _ in terms)
+    assert row["terms"] == len(terms) and row["terms_exact"] == round(100 * right / len(terms), 1)
+    assert (
+        row["note"] == (f"1 failed (EngineTimeout: `{stuck}`), counted as misses; time not comparable")
+        and row["ms_per_term"] == "-"
+    )
+    # a warm-up, the whole list, each group once, then the failing group's terms one a call
+    groups = len(range(0, len(terms), quality.RETRY_CHUNK))
+    assert len(engine.calls) == 1 + 1 + groups + quality.RETRY_CHUNK
