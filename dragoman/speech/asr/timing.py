@@ -13,7 +13,9 @@ the voice stopped (the alignment's last token ends early).
 edges: a word that begins in non-speech and reaches into a speech region starts where the region starts;
 the last word of a speech region whose end falls short of the region's end is extended to it (by at most
 :data:`MAX_EXTEND` seconds, never into the next word). Words inside speech keep Whisper's times; a word
-lying wholly in non-speech (a VAD miss) is left as it is. Order is kept and no word overlaps the next.
+lying wholly in non-speech (a VAD miss) is left as it is. A word that reaches across a silence of
+:data:`SPLIT_GAP` or more is moved onto the side holding more of it. Order is kept and no word overlaps the
+next.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from dragoman.media.cues import Word
 MIN_SILENCE_MS = 150
 #: The most a word's end is moved later to reach the end of its speech region (seconds).
 MAX_EXTEND = 0.5
+#: A word reaching across a silence at least this long (seconds) is moved onto the side holding more of it:
+#: Whisper base sometimes starts a sentence's first word in the pause before it (1 s early, seen in German).
+SPLIT_GAP = 0.3
 #: A word keeps at least this long after its start moved later (seconds).
 MIN_WORD = 0.02
 
@@ -59,6 +64,14 @@ def snap_words(words: Sequence[Word], regions: Sequence[tuple[float, float]]) ->
             following = k + 1
             if following < len(regions) and regions[following][0] < end - MIN_WORD:
                 start = regions[following][0]
+        else:
+            # a word bridging a silence of SPLIT_GAP or more belongs to the side holding more of it
+            j = bisect.bisect_right(starts, end - MIN_WORD) - 1
+            if j > k and regions[j][0] - regions[k][1] >= SPLIT_GAP:
+                if end - regions[j][0] > regions[k][1] - start:
+                    start = regions[j][0]
+                else:
+                    end = regions[k][1]
         # the region holding the end: extend the region's last word to its end
         k = bisect.bisect_right(starts, end) - 1
         if k >= 0 and regions[k][0] < end < regions[k][1]:

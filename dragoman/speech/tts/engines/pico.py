@@ -5,10 +5,16 @@ speed, pitch and volume, and Pico would read tags inside the text as commands, s
 text become spaces (the voices layer has already escaped SSML-like markup). Rate, pitch ratio and volume map
 onto Pico's speed (0.2-5), pitch (0.5-2: ±12 st; beyond, the rest is shifted after synthesis) and volume.
 The library keeps global state: renders are serialised by a lock (each takes ~15 ms a second of speech).
+
+py-nanotts mallocs Pico's 2.5 MB memory pool for every render, and Pico reads part of it before writing it:
+on reused heap memory a render depended on what the process had freed before (one text, three different
+renders in one process). :func:`_zeroed_pools` makes glibc take blocks of that size straight from the system
+(mmap: zero-filled pages), so the same text and settings always give the same samples.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import math
 import threading
@@ -33,6 +39,27 @@ LOCALES = ("en-US", "en-GB", "de-DE", "es-ES", "fr-FR", "it-IT")
 _lock = threading.Lock()
 
 
+#: glibc's mallopt parameter, and the size from which it then maps blocks from the system (fixed: by default
+#: the threshold starts at 128 KiB and rises up to 32 MiB as mapped blocks are freed, which would put the pool
+#: back on reused heap memory).
+_M_MMAP_THRESHOLD = -3
+_MMAP_FROM_BYTES = 1 << 20
+_zeroed = False
+
+
+def _zeroed_pools() -> None:
+    """Blocks of a megabyte or more come from mmap (zero-filled), Pico's pool included; once per process.
+    Only on glibc: elsewhere nothing changes (and renders may then vary as described above)."""
+    global _zeroed
+    if _zeroed:
+        return
+    _zeroed = True
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM_BYTES)
+    except (OSError, AttributeError):
+        pass
+
+
 def available() -> bool:
     return importlib.util.find_spec("py_nanotts") is not None
 
@@ -55,6 +82,7 @@ class PicoEngine:
                 import py_nanotts
             except ImportError as exc:
                 raise VoiceNotInstalled("SVOX Pico needs py-nanotts: pip install py-nanotts==0.1.1") from exc
+            _zeroed_pools()
             self._tts = py_nanotts.NanoTTS()
         return self._tts
 
