@@ -82,3 +82,18 @@ def test_word_error_rate_is_word_levenshtein_on_normalised_text() -> None:
     assert word_error_rate("a b", "a b c d") == 1.0  # two insertions
     assert word_error_rate("", "") == 0.0 and word_error_rate("", "x") == 1.0
     assert edit_distance(["k", "i", "t", "t", "e", "n"], list("sitting")) == 3
+
+
+def test_a_word_bridging_a_pause_moves_onto_the_side_holding_more_of_it() -> None:
+    # Whisper base put a German sentence's first word at 3.42-4.76 s: the previous sentence's voice ends at
+    # 3.50 s and the next begins at 4.50 s, so the word starts with the voice at 4.50 s.
+    regions = [(0.7, 3.5), (4.5, 7.3)]
+    words = [Word("Auto.", 3.0, 3.4), Word("Meine", 3.42, 4.76), Word("Schwester", 4.8, 5.3)]
+    snapped = snap_words(words, regions)
+    assert (snapped[1].start, snapped[1].end) == (4.5, 4.76)
+    # the other way: a last word running on into the pause ends with its region's voice
+    words = [Word("rotes", 2.8, 3.2), Word("Auto.", 3.2, 4.6), Word("Meine", 4.7, 5.0)]
+    assert snap_words(words, regions)[1].end == 3.5
+    # a pause shorter than SPLIT_GAP inside a word is not split on (neither cut at 1.2 nor moved to 1.35)
+    (whole,) = snap_words([Word("ja", 1.0, 1.6)], [(0.9, 1.2), (1.35, 2.0)])
+    assert whole.start == 1.0 and whole.end >= 1.6
