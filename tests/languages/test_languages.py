@@ -265,12 +265,14 @@ def test_unknown_codes_raise(code: str) -> None:
     )
 )
 def test_resolve_returns_a_code_or_raises_unknown_language(code: str) -> None:
+    # FLORES-200 codes, and the few languages Apertium reaches beyond them (issue 17: arg, bre, frp)
+    known = {lang.flores for lang in languages.known_languages()}
     try:
         result = languages.resolve(code)
     except UnknownLanguage as err:
-        assert all(s in CODES for s in err.suggestions)
+        assert all(s in known for s in err.suggestions)
     else:
-        assert result in CODES
+        assert result in known
 
 
 def test_get_wants_the_canonical_code() -> None:

@@ -44,7 +44,12 @@ _lock = threading.Lock()
 #: back on reused heap memory).
 _M_MMAP_THRESHOLD = -3
 _MMAP_FROM_BYTES = 1 << 20
+#: glibc's M_PERTURB: while it is 0xFF every block malloc hands out is filled with zeros (its complement),
+#: wherever it comes from (a free list or the heap's top, which the mmap threshold alone does not rule out
+#: in a long-lived process); set only around a render, under the render lock.
+_M_PERTURB = -6
 _zeroed = False
+_libc: Any = None
 
 
 def _zeroed_pools() -> None:
@@ -54,10 +59,17 @@ def _zeroed_pools() -> None:
     if _zeroed:
         return
     _zeroed = True
+    global _libc
     try:
-        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM_BYTES)
+        _libc = ctypes.CDLL("libc.so.6")
+        _libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM_BYTES)
     except (OSError, AttributeError):
-        pass
+        _libc = None
+
+
+def _perturb(byte: int) -> None:
+    if _libc is not None:
+        _libc.mallopt(_M_PERTURB, byte)
 
 
 def available() -> bool:
@@ -98,13 +110,17 @@ class PicoEngine:
         tts = self._engine()
         try:
             with _lock:
-                pcm = tts.speak(
-                    clean,
-                    voice=voice_id,
-                    speed=min(5.0, max(0.2, prosody.rate)),
-                    pitch=pico_pitch,
-                    volume=min(5.0, max(0.0, prosody.volume)),
-                )
+                _perturb(0xFF)  # Pico's pool (and all it mallocs) zero-filled during the render
+                try:
+                    pcm = tts.speak(
+                        clean,
+                        voice=voice_id,
+                        speed=min(5.0, max(0.2, prosody.rate)),
+                        pitch=pico_pitch,
+                        volume=min(5.0, max(0.0, prosody.volume)),
+                    )
+                finally:
+                    _perturb(0)
         except (RuntimeError, ValueError, MemoryError) as exc:
             raise SpeechEngineError(f"SVOX Pico ({voice_id}) failed: {exc}") from exc
         samples = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2").astype(np.float32) / 32768.0
