@@ -48,13 +48,7 @@ def per_minute(duration_ms: int, credits_per_minute: int) -> int:
 
 def summary(job: JobRecord | None) -> dict[str, Any]:
     """A job's JSON ``result`` as a dict (empty when it has none)."""
-    if job is None or not job.result:
-        return {}
-    try:
-        data = json.loads(job.result)
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+    return job.result_object() if job is not None else {}
 
 
 def scaled(context: JobContext, start: int, span: int) -> JobContext:

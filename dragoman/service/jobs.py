@@ -30,6 +30,7 @@ was the response).
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -129,6 +130,17 @@ class JobRecord:
             started_ms=row["started_ms"],
             finished_ms=row["finished_ms"],
         )
+
+    def result_object(self) -> dict[str, Any]:
+        """The JSON object a product stored as ``result`` (empty while there is none, or when it is not a JSON
+        object: a translation job's result is its text)."""
+        if not self.result:
+            return {}
+        try:
+            data = json.loads(self.result)
+        except ValueError:
+            return {}
+        return data if isinstance(data, dict) else {}
 
     @property
     def terminal(self) -> bool:

@@ -133,13 +133,7 @@ def result_summary(result: SynthesisResult) -> dict[str, Any]:
 
 def summary(job: JobRecord) -> dict[str, Any]:
     """The job's result object (empty while it has none, or when it is not JSON)."""
-    if not job.result:
-        return {}
-    try:
-        data = json.loads(job.result)
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+    return job.result_object()
 
 
 def done_payload(job: JobRecord) -> dict[str, Any]:
