@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from growth import assert_linear
 
 from dragoman.documents.plaintext import CHUNK_CHARS, PlainTextHandler, split_text
 from dragoman.errors import LimitExceeded
@@ -120,15 +121,28 @@ def test_a_short_text_is_one_piece_as_before(tmp_path: Path) -> None:
     assert translator.calls == [[text]]
 
 
+#: Doubling linear work gives 2, quadratic 4: the bound sits between, with room for noise.
+_LINEAR_BOUND = 3.5
+
+
 def _ratio(work: Callable[[str], object], small: str, large: str, runs: int = 7) -> float:
-    """Best time on ``large`` over best time on ``small``, the runs interleaved (the machine is shared)."""
-    best = [float("inf"), float("inf")]
-    for _ in range(runs):
-        for i, text in enumerate((small, large)):
-            started = time.perf_counter()
-            work(text)
-            best[i] = min(best[i], time.perf_counter() - started)
-    return best[1] / best[0]
+    """Best time on ``large`` over best time on ``small``, the runs interleaved (the machine is shared).
+
+    CPU time of this process, measured again (up to three times, keeping the lowest) while over the linear
+    bound: a busy moment on a shared machine can lift one sample; quadratic work is over the bound every time.
+    """
+    lowest = float("inf")
+    for _ in range(3):
+        best = [float("inf"), float("inf")]
+        for _ in range(runs):
+            for i, text in enumerate((small, large)):
+                started = time.process_time()
+                work(text)
+                best[i] = min(best[i], time.process_time() - started)
+        lowest = min(lowest, best[1] / best[0])
+        if lowest < _LINEAR_BOUND:
+            break
+    return lowest
 
 
 @pytest.mark.parametrize(
@@ -147,8 +161,7 @@ def test_cutting_grows_linearly(make: Callable[[int], str]) -> None:
         for _ in range(3):
             split_text(text, 1_000)
 
-    ratio = _ratio(cut, make(1_000_000), make(2_000_000))
-    assert ratio < 3.5, ratio
+    assert_linear(cut, {"input": make}, 500_000)
 
 
 def test_translating_a_long_file_grows_linearly(tmp_path: Path) -> None:
@@ -162,4 +175,4 @@ def test_translating_a_long_file_grows_linearly(tmp_path: Path) -> None:
         PlainTextHandler().translate(Path(source), tmp_path / "out.txt", FakeTranslator(str.upper), None)
 
     ratio = _ratio(translate, sources[0], sources[1])
-    assert ratio < 3.5, ratio
+    assert ratio < _LINEAR_BOUND, ratio
