@@ -109,6 +109,20 @@ ZIP_RATIO_FLOOR_BYTES: Final = 16 * 1024 * 1024
 #: Triton's dynamic batcher leaves its delay to the user (0 by default); 20 ms is small beside a base-size
 #: pack's call of 100-400 ms on a 2-core machine, and lets the callers of a batch that just ended meet again.
 BATCH_WINDOW_MS: Final = 20.0
+#: The batcher's budget per backend call (``DRAGOMAN_BATCH_MAX_SEGMENTS``, ``DRAGOMAN_BATCH_MAX_CHARS``: a
+#: single segment longer than the character budget still goes, alone) and the segments allowed to wait per
+#: route before a caller is refused with 503 ``saturated`` (``DRAGOMAN_BATCH_MAX_QUEUED``). 64 segments is the
+#: size at which a base-size pack's call stops gaining per segment on a CPU; 16,000 characters keeps one call
+#: (which cannot be interrupted) to a few seconds there.
+BATCH_MAX_SEGMENTS: Final = 64
+BATCH_MAX_CHARS: Final = 16_000
+BATCH_MAX_QUEUED: Final = 8192
+#: The most each of those settings may be set to: past these a value is a mistake (a "wait window" of more
+#: than a second is no longer a window; a batch of thousands of segments would hold a route for minutes).
+BATCH_WINDOW_MS_CEILING: Final = 1000.0
+BATCH_MAX_SEGMENTS_CEILING: Final = 4096
+BATCH_MAX_CHARS_CEILING: Final = 1_000_000
+BATCH_MAX_QUEUED_CEILING: Final = 1_000_000
 
 # ----- the hosted service's database on PostgreSQL (issue 13) --------------------------------------------
 #: Connections each process keeps open to PostgreSQL, and how many more it may open under load

@@ -30,7 +30,14 @@ from dragoman.errors import ConfigError
 from dragoman.limits import (
     APERTIUM_IDLE_SECONDS,
     APERTIUM_MAX_PIPELINES,
+    BATCH_MAX_CHARS,
+    BATCH_MAX_CHARS_CEILING,
+    BATCH_MAX_QUEUED,
+    BATCH_MAX_QUEUED_CEILING,
+    BATCH_MAX_SEGMENTS,
+    BATCH_MAX_SEGMENTS_CEILING,
     BATCH_WINDOW_MS,
+    BATCH_WINDOW_MS_CEILING,
     DAEMON_HEADER_TIMEOUT,
     DAEMON_KEEP_ALIVE,
     DAEMON_MAX_CONNECTIONS,
@@ -108,8 +115,9 @@ def as_int(low: int | None = None, high: int | None = None) -> Cast:
     return cast
 
 
-def as_float(low: float | None = None, *, above: bool = False) -> Cast:
-    """A finite number, at least ``low`` (or more than ``low`` with ``above``) when given."""
+def as_float(low: float | None = None, *, above: bool = False, high: float | None = None) -> Cast:
+    """A finite number, at least ``low`` (or more than ``low`` with ``above``) and at most ``high`` when
+    given."""
 
     def cast(name: str, value: str) -> float:
         try:
@@ -120,6 +128,8 @@ def as_float(low: float | None = None, *, above: bool = False) -> Cast:
             raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if low is not None and (number <= low if above else number < low):
             raise ConfigError(f"{name} must be {'more than' if above else 'at least'} {low:g}, got {value!r}")
+        if high is not None and number > high:
+            raise ConfigError(f"{name} must be at most {high:g}, got {value!r}")
         return number
 
     return cast
@@ -206,7 +216,21 @@ class EngineSettings:
     #: how long (milliseconds) a batch may wait to fill while its route is busy. Issue 10.
     batching: bool = field(default=True, metadata=env("DRAGOMAN_BATCHING", as_bool))
     batch_window_ms: float = field(
-        default=BATCH_WINDOW_MS, metadata=env("DRAGOMAN_BATCH_WINDOW_MS", as_float(0))
+        default=BATCH_WINDOW_MS,
+        metadata=env("DRAGOMAN_BATCH_WINDOW_MS", as_float(0, high=BATCH_WINDOW_MS_CEILING)),
+    )
+    #: The batcher's budget per backend call (segments, characters) and the segments that may wait per route
+    #: before 503 ``saturated`` (limits.py says why these defaults and ceilings).
+    batch_max_segments: int = field(
+        default=BATCH_MAX_SEGMENTS,
+        metadata=env("DRAGOMAN_BATCH_MAX_SEGMENTS", as_int(1, BATCH_MAX_SEGMENTS_CEILING)),
+    )
+    batch_max_chars: int = field(
+        default=BATCH_MAX_CHARS, metadata=env("DRAGOMAN_BATCH_MAX_CHARS", as_int(1, BATCH_MAX_CHARS_CEILING))
+    )
+    batch_max_queued: int = field(
+        default=BATCH_MAX_QUEUED,
+        metadata=env("DRAGOMAN_BATCH_MAX_QUEUED", as_int(1, BATCH_MAX_QUEUED_CEILING)),
     )
 
 

@@ -145,6 +145,7 @@ class BatchingInfo(BaseModel):
     running_batches: int = Field(description="batches running now")
     max_segments: int = Field(description="segments per call at most")
     max_chars: int = Field(description="characters per call at most (a longer segment goes alone)")
+    max_queued: int = Field(description="segments that may wait per route; beyond it: 503 saturated")
     window_ms: float = Field(description="how long a busy route waits to fill a batch (an idle one never)")
 
 

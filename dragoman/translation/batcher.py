@@ -49,15 +49,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dragoman.errors import BackendError, Saturated
-from dragoman.limits import BATCH_WINDOW_MS
+from dragoman.limits import BATCH_MAX_CHARS, BATCH_MAX_QUEUED, BATCH_MAX_SEGMENTS, BATCH_WINDOW_MS
 from dragoman.progress import JobContext
+from dragoman.settings import EngineSettings
 from dragoman.translation.backends.base import Backend
 from dragoman.translation.types import BatchOutput, Pieces, Protected
 
-#: Segments per coalesced backend call.
-BATCH_SEGMENTS = 64
-#: Characters per coalesced backend call (but one segment, which may be longer).
-BATCH_CHARS = 16_000
+#: Segments per coalesced backend call (``DRAGOMAN_BATCH_MAX_SEGMENTS``).
+BATCH_SEGMENTS = BATCH_MAX_SEGMENTS
+#: Characters per coalesced backend call, but one segment, which may be longer (``DRAGOMAN_BATCH_MAX_CHARS``).
+BATCH_CHARS = BATCH_MAX_CHARS
 #: The most a leader of a busy lane waits for its batch to fill (seconds); an idle lane never waits.
 BATCH_WINDOW = BATCH_WINDOW_MS / 1000
 #: The share of the lane's mean backend call time a leader of a busy lane waits (at most the window).
@@ -69,8 +70,9 @@ MERGED_CALLERS = 1.5
 CALL_TIME_WEIGHT = 0.2
 #: Moving means kept (one per lane seen); past it they are all dropped and measured again.
 MAX_CALL_TIMES = 256
-#: Segments allowed to wait per lane; beyond it a caller gets :class:`~dragoman.errors.Saturated`.
-MAX_QUEUED_SEGMENTS = 8192
+#: Segments allowed to wait per lane; beyond it a caller gets :class:`~dragoman.errors.Saturated`
+#: (``DRAGOMAN_BATCH_MAX_QUEUED``).
+MAX_QUEUED_SEGMENTS = BATCH_MAX_QUEUED
 #: How often a caller waiting in the queue checks its context for cancellation (seconds).
 CHECK_INTERVAL = 0.05
 
@@ -87,6 +89,16 @@ class BatchLimits:
     def __post_init__(self) -> None:
         if self.max_segments < 1 or self.max_chars < 1 or self.max_queued < 1 or self.window < 0:
             raise ValueError(f"batch limits must be positive: {self}")
+
+    @classmethod
+    def of(cls, settings: EngineSettings) -> BatchLimits:
+        """The limits the engine's settings name (``DRAGOMAN_BATCH_*``)."""
+        return cls(
+            max_segments=settings.batch_max_segments,
+            max_chars=settings.batch_max_chars,
+            window=settings.batch_window_ms / 1000,
+            max_queued=settings.batch_max_queued,
+        )
 
 
 class Place(Protocol):
@@ -250,6 +262,7 @@ class Batcher:
                 "running_batches": running,
                 "max_segments": self.limits.max_segments,
                 "max_chars": self.limits.max_chars,
+                "max_queued": self.limits.max_queued,
                 "window_ms": round(self.limits.window * 1000, 3),
                 "waited_seconds": round(self._waited, 3),
             }

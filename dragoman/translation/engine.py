@@ -169,7 +169,7 @@ class Engine:
         self.started = time.time()
         #: Merges concurrent callers' segments per route into one backend call (see ``batcher``).
         engine = self.settings.engine
-        self.batcher = Batcher(BatchLimits(window=engine.batch_window_ms / 1000), enabled=engine.batching)
+        self.batcher = Batcher(BatchLimits.of(engine), enabled=engine.batching)
 
     # ----- languages -----------------------------------------------------------------------------
     def installed_pairs(self) -> set[tuple[str, str]]:

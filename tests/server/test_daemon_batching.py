@@ -243,6 +243,42 @@ def test_requests_waiting_in_the_batcher_count_against_the_admission_bound(
         assert [a.status_code for a in queued.wait()] == [200, 200]
 
 
+def test_the_batch_budget_and_window_are_settings_shown_in_health(
+    packs_dir: Path, tiny_argos_pack: Path, recorder: Recorder
+) -> None:
+    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
+    settings = Settings.from_env(
+        {
+            "DRAGOMAN_PACKS_DIR": str(packs_dir),
+            "DRAGOMAN_APERTIUM": "0",
+            "DRAGOMAN_INTER_THREADS": "1",
+            "DRAGOMAN_BATCH_MAX_SEGMENTS": "3",
+            "DRAGOMAN_BATCH_MAX_CHARS": "5000",
+            "DRAGOMAN_BATCH_MAX_QUEUED": "7",
+            "DRAGOMAN_BATCH_WINDOW_MS": "7.5",
+        }
+    )
+    with Engine(settings) as engine:
+        app = create_app(engine, None, max_workers=2, queue_limit=64, request_timeout=60)
+        recorder.hold = True
+        with BackgroundDaemon(app) as running, httpx.Client(base_url=running.url, timeout=60) as c:
+            shown = batching(c)
+            assert (shown["max_segments"], shown["max_chars"], shown["max_queued"]) == (3, 5000, 7)
+            assert shown["window_ms"] == 7.5
+            blocker = Pending(running.url, [body("The blocker is here.")])
+            assert recorder.held.wait(15)
+            queued = Pending(running.url, [body(t) for t in TEXTS[:7]])
+            wait_until(lambda: batching(c)["queue_depth"] == 7)
+            refused = c.post("/translate", json=body("One too many."))  # 7 segments wait: the queue is full
+            assert refused.status_code == 503 and refused.json()["code"] == "saturated"
+            recorder.release.set()
+            assert blocker.wait()[0].status_code == 200
+            assert [a.status_code for a in queued.wait()] == [200] * 7
+        # the 7 queued texts went in calls of at most 3 segments
+        assert sorted(len(call) for call in recorder.calls[1:]) == [1, 3, 3]
+        assert engine.status()["batching"]["max_segments"] == 3  # what engine_status shows
+
+
 # ----- the pool's places -----------------------------------------------------------------------------
 class FakeBackend:
     """A coalescing backend whose first call waits for ``gate``."""
