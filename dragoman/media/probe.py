@@ -85,6 +85,9 @@ class StreamInfo:
     channels: int | None = None
     width: int | None = None
     height: int | None = None
+    #: A still picture attached to the file (an MP3's or M4A's cover art: a video stream of one frame with
+    #: libav's ``attached_pic`` disposition), not a video: :attr:`MediaInfo.has_video` leaves it out.
+    attached_pic: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,9 @@ class MediaInfo:
 
     @property
     def has_video(self) -> bool:
-        return any(s.kind == "video" for s in self.streams)
+        """Whether a moving picture is there: cover art (``attached_pic``) is not video, so an MP3 with a
+        cover is dubbed, muxed and billed as audio."""
+        return any(s.kind == "video" and not s.attached_pic for s in self.streams)
 
     @property
     def audio(self) -> StreamInfo | None:
@@ -145,6 +150,16 @@ def _seconds(value: Any, time_base: Any) -> float | None:
     return float(value * time_base)
 
 
+def _attached_pic(stream: Any) -> bool:
+    """Whether libav marks ``stream`` as attached cover art (disposition ``attached_pic``)."""
+    from av.stream import Disposition
+
+    try:
+        return bool(int(stream.disposition) & int(Disposition.attached_pic))
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
 def _stream_info(stream: Any) -> StreamInfo:
     ctx = stream.codec_context
     kind = _kind(stream.type)
@@ -156,7 +171,13 @@ def _stream_info(stream: Any) -> StreamInfo:
         return StreamInfo(stream.index, kind, codec, duration, ctx.sample_rate or None, channels)
     if kind == "video":
         return StreamInfo(
-            stream.index, kind, codec, duration, width=ctx.width or None, height=ctx.height or None
+            stream.index,
+            kind,
+            codec,
+            duration,
+            width=ctx.width or None,
+            height=ctx.height or None,
+            attached_pic=_attached_pic(stream),
         )
     return StreamInfo(stream.index, kind, codec, duration)
 
