@@ -12,7 +12,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from growth import MAX_RATIO, growth_ratio
+from growth import assert_linear
 
 from dragoman.errors import (
     DragomanError,
@@ -195,10 +195,10 @@ def _wav_of(seconds: int, folder: Path) -> str:
 
 
 def test_decoding_grows_linearly_with_duration(tmp_path: Path) -> None:
-    ratio = growth_ratio(lambda p: decode_audio(p), lambda n: _wav_of(n, tmp_path), 15, repeats=3)
-    assert ratio < MAX_RATIO, ratio
-    ratio = growth_ratio(lambda p: probe(p), lambda n: _wav_of(n, tmp_path), 15, repeats=3)
-    assert ratio < MAX_RATIO, ratio
+    # PyAV decodes in this thread: the shared check times its CPU and measures again before failing
+    tones = {"aac tone": lambda n: _wav_of(n, tmp_path)}
+    assert_linear(lambda p: decode_audio(p), tones, 15, repeats=3)
+    assert_linear(lambda p: probe(p), tones, 15, repeats=3)
 
 
 def _words(n: int) -> str:
@@ -210,6 +210,6 @@ def test_cue_building_grows_linearly_with_the_words() -> None:
         tokens = text.split()
         return build_cues([Word(w, i * 0.3, i * 0.3 + 0.25) for i, w in enumerate(tokens)])
 
-    assert growth_ratio(work, _words, 1000, repeats=3) < MAX_RATIO
+    assert_linear(work, {"words": _words}, 1000, repeats=3)
     one_huge_word = "x" * 200_000  # one word longer than any line: its own cue, not quadratic
-    assert growth_ratio(work, lambda n: one_huge_word[:n] + " end.", 20_000, repeats=3) < MAX_RATIO
+    assert_linear(work, {"one huge word": lambda n: one_huge_word[:n] + " end."}, 20_000, repeats=3)
