@@ -27,6 +27,7 @@ _SubParsers = argparse._SubParsersAction  # the type of add_subparsers()' answer
 
 if TYPE_CHECKING:
     from dragoman.service.db import Database
+    from dragoman.service.procrastinate_schema import SchemaChange
     from dragoman.settings import Settings
 
 log = logging.getLogger("dragoman.hosted")
@@ -73,26 +74,34 @@ def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     from dragoman.service.db import Database
 
     db = Database.from_settings(settings.hosted)
-    procrastinate: bool | None = None  # applied now / already there; None: dispatch is in-process
+    procrastinate: SchemaChange | None = None  # None: dispatch is in-process
     try:
         before = migrate.current(db)
         after = migrate.upgrade(db)
         if settings.hosted.dispatch == "procrastinate":
             from dragoman.service import dispatch
 
-            procrastinate = dispatch.apply_schema(db)
+            procrastinate = dispatch.migrate_schema(db)
     finally:
         db.dispose()
+    # Procrastinate's schema: created now ("applied"), brought to the installed version by the migration
+    # scripts it lacked ("upgraded"), or already at it ("present").
+    state = None
+    if procrastinate is not None:
+        state = "applied" if procrastinate.created else "upgraded" if procrastinate.applied else "present"
     if args.json:
         answer: dict[str, Any] = {"from": before, "to": after, "database": _shown_url(settings)}
         if procrastinate is not None:
-            answer["procrastinate_schema"] = "applied" if procrastinate else "present"
+            answer["procrastinate_schema"] = state
+            answer["procrastinate_migrations_applied"] = list(procrastinate.applied)
         _print_json(answer)
     else:
         change = "unchanged" if before == after else f"was {before or 'empty'}"
         print(f"schema at {after} ({change})")
         if procrastinate is not None:
-            print(f"Procrastinate's schema {'applied' if procrastinate else 'present'}")
+            print(f"Procrastinate's schema {state}")
+            for name in procrastinate.applied:
+                print(f"  applied {name}")
     return 0
 
 
@@ -104,7 +113,13 @@ def _shown_url(settings: Settings) -> str:
 
 
 def _add_migrate(groups: _SubParsers[argparse.ArgumentParser]) -> None:
-    p = _common(groups.add_parser("migrate", help="create or upgrade the hosted database schema"))
+    p = _common(
+        groups.add_parser(
+            "migrate",
+            help="create or upgrade the hosted database schema (and Procrastinate's, when "
+            "DRAGOMAN_DISPATCH=procrastinate)",
+        )
+    )
     p.set_defaults(func=cmd_migrate)
 
 

@@ -20,7 +20,9 @@ every due ``queued`` job that has no waiting Procrastinate job: one whose worker
 re-queued, one submitted while dispatch was ``inprocess``, a retry whose re-deferral was lost.
 
 :func:`apply_schema` creates Procrastinate's tables and functions (``dragoman hosted migrate`` runs it when
-dispatch is ``procrastinate``): once, under an advisory lock, skipped when they exist.
+dispatch is ``procrastinate``), or brings an existing schema to the installed Procrastinate's version by the
+migration scripts it lacks (:mod:`dragoman.service.procrastinate_schema` keeps the record): under an advisory
+lock, nothing done when it is up to date.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from dragoman.service.db import Database, now_ms
 
 if TYPE_CHECKING:
     from dragoman.service.jobs import Handler, JobRecord
+    from dragoman.service.procrastinate_schema import SchemaChange
     from dragoman.service.runner import JobRunner
     from dragoman.service.storage import Storage
     from dragoman.settings import HostedSettings
@@ -55,7 +58,7 @@ RUN_JOB_TASK = "dragoman.run_job"
 #: Most orphans :func:`defer_orphans` defers in one call.
 ORPHANS_PER_ROUND = 500
 #: The advisory lock key under which :func:`apply_schema` runs (two migrating processes: one applies).
-SCHEMA_LOCK_KEY = 0x64726167_6F6D616E & 0x7FFFFFFFFFFFFFFF
+SCHEMA_LOCK_KEY = 0x64726167_6F6D616E & 0x7FFFFFFFFFFFFFFF  # procrastinate_schema.LOCK_KEY
 
 
 def queue_for(kind: str) -> str:
@@ -180,23 +183,18 @@ def schema_applied(db: Database) -> bool:
 
 
 def apply_schema(db: Database) -> bool:
-    """Create Procrastinate's schema (``procrastinate schema --apply``) unless it exists; whether it was
-    applied now. Two processes migrating at once: an advisory lock lets one apply it."""
-    from procrastinate.schema import SchemaManager
+    """Bring Procrastinate's schema to the installed version: create it when missing (``procrastinate schema
+    --apply``), else apply the migration scripts it lacks
+    (:func:`dragoman.service.procrastinate_schema.upgrade`); whether it was created now. Two processes
+    migrating at once: an advisory lock lets one do it."""
+    return migrate_schema(db).created
 
-    if db.is_sqlite:
-        raise ConfigError("Procrastinate needs PostgreSQL; the database is SQLite")
-    with db.write() as conn:
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
-        if conn.execute(text("SELECT to_regclass('procrastinate_jobs')")).scalar() is not None:
-            return False
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            cursor.execute(SchemaManager.get_schema())  # many statements, no parameters
-        finally:
-            cursor.close()
-    log.info("Procrastinate's schema applied")
-    return True
+
+def migrate_schema(db: Database) -> SchemaChange:
+    """What :func:`apply_schema` does, with what it did (created, scripts recorded, scripts applied)."""
+    from dragoman.service import procrastinate_schema
+
+    return procrastinate_schema.upgrade(db)
 
 
 # ----- the seam -----------------------------------------------------------------------------------------
