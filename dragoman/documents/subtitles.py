@@ -7,18 +7,21 @@ translation is split again into as many lines as the cue had (never more; fewer 
 fewer words), at the word breaks that make the lines most even, never inside a tag. Dialogue cues, whose
 every line starts with a dash (``- Hi.`` / ``- Hello.``), are translated line by line, one speaker each.
 Tags (``<i>``, ``<b>``, ``<font color="...">``, ``<v Speaker>``, ``<c.class>``, ``{\\an8}``) are kept by the
-engine; WebVTT's karaoke timestamps (``<00:00:01.500>``) are masked so they come back unchanged.
+engine; WebVTT's karaoke timestamps (``<00:00:01.500>``) are masked so they come back unchanged, and so are
+the SubStation escapes SRT files carry over from ``.ass`` (``\\N`` a forced line break, ``\\n`` a soft one,
+``\\h`` a hard space): each run of them is sent as one placeholder with a space either side (so the words
+around it stay words for the engine) and comes back exactly as it was, with the spaces the source had around
+it and no others (``Words\\hjoined`` stays one word, ``one\\Ntwo`` one line break).
 
-A sentence that runs over several cues (a cue of plain text, no tags, or of lines each wrapped whole in the
-same ``<i>``/``<b>``/``<u>`` tags, that does not end with ``.``, ``!``, ``?``, ``…``, ``:``, ``;`` or ``♪``,
-followed by another such cue wrapped alike that starts with a lower-case letter, or with any letter after a
-comma or a dash) is translated whole, without the wrapping tags, at most
+A sentence that runs over several cues (a cue of plain text, no tags or ``\\N``/``\\h``, or of lines each
+wrapped whole in the same ``<i>``/``<b>``/``<u>`` tags, that does not end with ``.``, ``!``, ``?``, ``…``,
+``:``, ``;`` or ``♪``, followed by another such cue wrapped alike that starts with a lower-case letter, or
+with any letter after a comma or a dash) is translated whole, without the wrapping tags, at most
 :data:`MAX_SENTENCE_CUES` cues and :data:`MAX_SENTENCE_CHARS` characters at a time, and laid back over its
-cues: each keeps its timing and gets a share of the translated words in proportion to its share of the source
-text, cut at word breaks (between characters in scripts written without spaces), never empty; its lines get
-their tags back. A cue that
-ends a sentence ends its group. When the translation is too short to give every cue a word, those cues are
-translated one by one instead.
+cues: each keeps its timing and gets a share of the translated words in proportion to its share of the
+source text, cut at word breaks (between characters in scripts written without spaces), never empty; its
+lines get their tags back. A cue that ends a sentence ends its group. When the translation is too short to
+give every cue a word, those cues are translated one by one instead.
 
 Blocks are found as the WebVTT parsing rules find them: a line holding ``-->`` is a cue's timing line when it
 is the block's first line, or its second after an identifier; anywhere else it ends the block and starts the
@@ -49,6 +52,10 @@ _TIMING = re.compile(rf"\s*{_TIMESTAMP}\s*-->\s*{_TIMESTAMP}")
 _VTT_HEADER = re.compile(r"\A\ufeff?WEBVTT(?:[ \t].*)?$")
 _VTT_RAW_BLOCK = re.compile(r"(?:NOTE|STYLE|REGION)(?:[ \t]|$)")
 _KARAOKE = re.compile(rf"<{_TIMESTAMP}>")
+#: SubStation Alpha escapes found in SRT text: \N (forced line break), \n (soft break), \h (hard space);
+#: a run of them with the spaces and tabs around it is one placeholder.
+_ESCAPES = re.compile(r"(?<![ \t])[ \t]*(?:\\[Nnh])+[ \t]*")  # lookbehind: each run of spaces tried once
+_MASKED = re.compile(rf"{_KARAOKE.pattern}|{_ESCAPES.pattern}")
 _DIALOGUE = re.compile(r"(?:<[^>]*>|\{[^}]*\})*\s*[-\u2013\u2014]")
 #: Steps of the optimal line split (lines x words x words); longer texts are split greedily instead.
 _SPLIT_DP_LIMIT = 200_000
@@ -84,21 +91,40 @@ class _Cue:
 
 
 def _mask(text: str, numbers: list[int]) -> tuple[str, dict[int, str]]:
+    """``text`` with each karaoke timestamp and each run of SubStation escapes as a numbered placeholder
+    (escapes with a space either side, unless at an end), and what each placeholder stands for."""
     stamps: dict[int, str] = {}
 
     def single(m: re.Match[str]) -> str:
         numbers[0] += 1
         stamps[numbers[0]] = m.group()
-        return f"<{numbers[0]}/>"
+        if m.group().startswith("<"):
+            return f"<{numbers[0]}/>"
+        before = " " if m.start() > 0 else ""
+        after = " " if m.end() < len(text) else ""
+        return f"{before}<{numbers[0]}/>{after}"
 
-    return _KARAOKE.sub(single, text), stamps
+    return _MASKED.sub(single, text), stamps
 
 
 def _unmask(translated: str, stamps: dict[int, str]) -> str:
+    """The translation with each placeholder back as what it stood for; around an escape, the spaces the
+    translation put there give way to the source's own. A placeholder the translation lost goes at the end."""
     if not stamps:
         return translated
     nodes, missing = _inline.parse(translated, dict.fromkeys(stamps, False))
-    out = [n if isinstance(n, str) else stamps[n.id] for n in nodes]
+    out: list[str] = []
+    strip_next = False
+    for node in nodes:
+        if isinstance(node, str):
+            out.append(node.lstrip(" \t") if strip_next else node)
+            strip_next = False
+            continue
+        original = stamps[node.id]
+        strip_next = not original.startswith("<")
+        if strip_next and out:
+            out[-1] = out[-1].rstrip(" \t")
+        out.append(original)
     return "".join(out) + "".join(stamps[n] for n in missing)
 
 
@@ -402,6 +428,8 @@ def _unwrapped(body: list[str]) -> tuple[str | None, tuple[str, str]]:
     holds other markup (then it is not joined with its neighbours)."""
     lines = [line.strip() for line in body]
     text = " ".join(lines)
+    if _ESCAPES.search(text):
+        return None, ("", "")  # a forced break or hard space belongs where its author put it, in this cue
     if not any(c in text for c in "<{"):
         return text, ("", "")
     found = [_WRAPPED.match(line) for line in lines]

@@ -315,3 +315,80 @@ def test_end_to_end_through_apertium(tmp_path: Path) -> None:
     assert "casa" in out and "<i>" in out and "{\\an8}" in out
     timings = [line for line in out.splitlines() if "-->" in line]
     assert timings == [line for line in SRT.splitlines() if "-->" in line]
+
+
+# --- SubStation escapes in SRT: \N (forced break), \n (soft break), \h (hard space) ------------------------
+
+ESCAPED_SRT = (
+    "1\r\n00:00:01,000 --> 00:00:03,200\r\n{\\an8}Previously on\\Nthe night shift...\r\n\r\n"
+    "2\r\n00:00:03,400 --> 00:00:05,000\r\nI told you\\h-\\hnever again.\r\n\r\n"
+    "3\r\n00:00:05,500 --> 00:00:07,000\r\nMeet me at\\h\\h10\\hpm,\r\nand bring the map.\r\n\r\n"
+    "4\r\n00:00:07,100 --> 00:00:09,000\r\n\\h\\h\\hwhere the road \\N ends\r\n\r\n"
+    "5\r\n00:00:09,500 --> 00:00:11,000\r\n- Who is there?\\h\r\n- Nobody\\nat all.\r\n\r\n"
+    "6\r\n00:00:11,500 --> 00:00:13,000\r\n<i>Keep\\hquiet</i>\r\n"
+)
+
+
+def _escapes(text: str) -> list[str]:
+    return re.findall(r"[ \t]*(?:\\[Nnh])+[ \t]*", text)
+
+
+@pytest.mark.parametrize("fake", [Upper(), Rot13()], ids=["upper", "rot13"])
+def test_substation_escapes_pass_through_as_placeholders(tmp_path: Path, fake: Upper) -> None:
+    """\\N, \\n and \\h reach the engine as placeholders (never as letters it could change: an upper-casing
+    engine made \\h into \\H, a letter-changing one \\N into \\A) and come back exactly as they were, with
+    the spaces the source had around them; the file still parses with the same cues and timings."""
+    from dragoman.pipelines.dub.lines import parse_subtitles
+
+    out = run(tmp_path, SrtHandler(), ESCAPED_SRT.encode("utf-8"), fake, "escapes.srt").decode("utf-8")
+    sent = [text for call in fake.calls for text in call]
+    assert not any("\\" in text.replace("{\\an8}", "") for text in sent), sent
+    assert any("<" in text and "/>" in text and "an8" in text for text in sent)
+    assert _escapes(out) == _escapes(ESCAPED_SRT)
+    assert not re.search(r"<\d+/>", out)
+    assert "\\H" not in out and "\\A" not in out
+    # the text around them was translated
+    if isinstance(fake, Rot13):
+        assert "Cerivbhfyl ba\\Ngur avtug fuvsg" in out and "\\h\\h\\hjurer gur ebnq \\N raqf" in out
+    else:
+        assert "PREVIOUSLY ON\\NTHE NIGHT SHIFT..." in out and "<i>KEEP\\hQUIET</i>" in out
+    # a cue with an escape is not joined with the next one (cue 3 ends with a comma, cue 4 starts lower-case)
+    assert not any("MAP" in t.upper() and "ROAD" in t.upper() for t in sent)
+    # the project's reader and pysrt read the same cues and timings
+    before, after = parse_subtitles(ESCAPED_SRT), parse_subtitles(out)
+    assert [(c.start, c.end, len(c.lines)) for c in after] == [(c.start, c.end, len(c.lines)) for c in before]
+    (tmp_path / "source.srt").write_text(ESCAPED_SRT, encoding="utf-8", newline="")
+    old_items = pysrt.open(str(tmp_path / "source.srt"), encoding="utf-8")
+    new_items = pysrt.open(str(tmp_path / "out.srt"), encoding="utf-8")
+    assert [(c.index, str(c.start), str(c.end)) for c in new_items] == [
+        (c.index, str(c.start), str(c.end)) for c in old_items
+    ]
+    assert [c.text.count("\\") for c in new_items] == [c.text.count("\\") for c in old_items]
+
+
+def test_escapes_lost_or_spaced_by_the_engine_come_back_as_the_source_had_them() -> None:
+    from dragoman.documents.subtitles import _mask, _unmask
+
+    masked, stamps = _mask("Previously on\\Nthe show", [0])
+    assert masked == "Previously on <1/> the show" and stamps == {1: "\\N"}
+    assert _unmask("Anteriormente en <1/> el programa", stamps) == "Anteriormente en\\Nel programa"
+    assert _unmask("Anteriormente en<1/>el programa", stamps) == "Anteriormente en\\Nel programa"
+    assert _unmask("Anteriormente en el programa", stamps) == "Anteriormente en el programa\\N"
+    masked, stamps = _mask("\\h\\hwhere the road \\N ends<00:00:01.500>now", [4])
+    assert masked == "<5/> where the road <6/> ends<7/>now"
+    assert _unmask("<5/> donde el camino <6/> termina<7/>ahora", stamps) == (
+        "\\h\\hdonde el camino \\N termina<00:00:01.500>ahora"
+    )
+
+
+@needs_apertium
+def test_escapes_through_apertium(tmp_path: Path) -> None:
+    source = tmp_path / "escapes.srt"
+    source.write_bytes(ESCAPED_SRT.encode("utf-8"))
+    with Engine(Settings.from_env()) as engine:
+        result = files.translate_file(engine, source, "es")
+    out = result.output_path.read_text(encoding="utf-8")
+    assert _escapes(out) == _escapes(ESCAPED_SRT), out
+    assert not re.search(r"<\d+/>", out) and "\\H" not in out
+    timings = [line for line in out.splitlines() if "-->" in line]
+    assert timings == [line for line in ESCAPED_SRT.splitlines() if "-->" in line]
