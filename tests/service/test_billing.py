@@ -434,4 +434,10 @@ def test_the_cap_check_does_not_grow_with_a_keys_old_history(db: Database) -> No
     small = best()
     _old_history(db, key, 15_000, 1_000)  # 16 times the history
     large = best()
+    # wall time (the database may be a server); a busy moment on a shared machine only slows a side, so
+    # the larger side is measured again before failing (a check that scans the history is over every time)
+    for _ in range(3):
+        if large / small < 3.5:
+            break
+        large = min(large, best())
     assert large / small < 3.5, (small, large)
