@@ -79,3 +79,33 @@ def test_of_builds_its_own_token_each_time() -> None:
     first.cancel.cancel()
     second.check()
     assert first.cancel is not second.cancel
+
+
+def test_on_cancel_wakes_once_at_the_cancel_and_can_be_forgotten() -> None:
+    token = CancelToken()
+    woken: list[str] = []
+    token.on_cancel(lambda: woken.append("a"))
+    forget_b = token.on_cancel(lambda: woken.append("b"))
+    forget_b()
+    assert woken == [] and token.wakes
+    canceller = threading.Thread(target=token.cancel, args=("stop",))
+    canceller.start()
+    canceller.join()
+    assert woken == ["a"]
+    token.cancel("again")  # a wake-up is called once
+    assert woken == ["a"]
+    token.on_cancel(lambda: woken.append("late"))  # already cancelled: at once, on this thread
+    assert woken == ["a", "late"]
+
+
+def test_a_failing_wake_up_does_not_fail_the_canceller() -> None:
+    token = CancelToken()
+    woken: list[int] = []
+
+    def broken() -> None:
+        raise RuntimeError("boom")
+
+    token.on_cancel(broken)
+    token.on_cancel(lambda: woken.append(1))
+    token.cancel()
+    assert token.cancelled and woken == [1]

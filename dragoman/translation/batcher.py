@@ -22,8 +22,11 @@ text-embeddings-inference's queue sit in front of a model:
   segments share every batch with the single-text callers that arrived behind them, never starve them.
 - **Isolation.** Each caller gets back exactly its own translations in order and its own notes; when a
   merged call fails, or reports notes that cannot be told apart, each caller's part is run again on its
-  own, so only the caller whose segments fail gets the error. A caller waiting in the queue checks its
-  :class:`~dragoman.progress.JobContext` (cancellation, deadline) and leaves the queue when it stops.
+  own, so only the caller whose segments fail gets the error. A caller waiting in the queue sleeps until
+  it is woken: by its results, its error, its designation as leader, its
+  :class:`~dragoman.progress.JobContext`'s cancel token (:meth:`~dragoman.progress.CancelToken.on_cancel`)
+  or its deadline passing; then it leaves the queue at once if its context stops it. No caller polls,
+  except one whose token can only be read (MCP's client cancel), every ``CHECK_INTERVAL``.
 - **Bounded.** At most ``max_queued`` segments wait per lane; beyond it a caller is refused
   (:class:`~dragoman.errors.Saturated`).
 
@@ -73,7 +76,10 @@ MAX_CALL_TIMES = 256
 #: Segments allowed to wait per lane; beyond it a caller gets :class:`~dragoman.errors.Saturated`
 #: (``DRAGOMAN_BATCH_MAX_QUEUED``).
 MAX_QUEUED_SEGMENTS = BATCH_MAX_QUEUED
-#: How often a caller waiting in the queue checks its context for cancellation (seconds).
+#: How often a caller waiting in the queue checks a context whose cancel token cannot wake it (seconds):
+#: only a token that learns of cancellation from elsewhere (MCP's client cancel, read on the caller's own
+#: thread) is polled. Any other token wakes its waiter the moment it is cancelled, and a deadline wakes it
+#: when it passes: no periodic wake-ups (:attr:`~dragoman.progress.CancelToken.wakes`).
 CHECK_INTERVAL = 0.05
 
 
@@ -372,16 +378,41 @@ class Batcher:
         target: str,
         context: JobContext | None,
     ) -> None:
+        polled = context is not None and not context.cancel.wakes
+        forget = _nothing
+        if context is not None and not polled:
+
+            def wake() -> None:  # on the cancelling thread: the waiter checks its context at once
+                with self._lock:
+                    request.cond.notify()
+
+            forget = context.cancel.on_cancel(wake)
+        try:
+            self._serve_woken(lane, request, backend, source, target, context, polled)
+        finally:
+            forget()
+
+    def _serve_woken(
+        self,
+        lane: _Lane,
+        request: _Request,
+        backend: Backend,
+        source: str,
+        target: str,
+        context: JobContext | None,
+        polled: bool,
+    ) -> None:
         while True:
             with self._lock:
                 while not (request.lead or request.finished):
-                    request.cond.wait(self._wait_for(context))
-                    if context is not None and not (request.lead or request.finished):
+                    if context is not None:
                         try:
                             context.check()
                         except BaseException as exc:
                             self._withdraw(lane, request, exc)
                             raise
+                    # Woken by a notify (results, error, designation, cancel) or by the deadline.
+                    request.cond.wait(self._wait_for(context, polled))
                 if request.finished:
                     if request.lead:  # finished by others' batches after being designated: pass it on
                         request.lead = False
@@ -468,12 +499,19 @@ class Batcher:
             self._callers[key] = (1 - w) * self._callers.get(key, 1.0) + w * callers
 
     @staticmethod
-    def _wait_for(context: JobContext | None) -> float | None:
+    def _wait_for(context: JobContext | None, polled: bool) -> float | None:
+        """How long a queued caller sleeps unless woken: until its deadline (none: until woken), and at
+        most ``CHECK_INTERVAL`` when its cancel token cannot wake it."""
         if context is None:
             return None
         if context.deadline is None:
-            return CHECK_INTERVAL
-        return max(0.0, min(CHECK_INTERVAL, context.deadline - time.monotonic()))
+            return CHECK_INTERVAL if polled else None
+        left = max(0.0, context.deadline - time.monotonic())
+        return min(CHECK_INTERVAL, left) if polled else left
+
+
+def _nothing() -> None:
+    return None
 
 
 def _checked(output: BatchOutput, expected: int) -> BatchOutput:

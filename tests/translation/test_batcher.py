@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dragoman.errors import BackendError, Cancelled, EngineTimeout, Saturated
-from dragoman.progress import JobContext
+from dragoman.progress import CancelToken, JobContext
 from dragoman.settings import Settings
 from dragoman.translation.backends.apertium import ApertiumBackend
 from dragoman.translation.backends.base import joined
@@ -229,6 +230,113 @@ def test_a_queued_caller_leaves_the_queue_when_cancelled_or_late(
         assert caller.error is None
     assert all("never" not in call and "sent" not in call for call in backend.calls)
     assert batcher.stats()["queue_depth"] == 0
+
+
+@dataclass(frozen=True)
+class CountingContext(JobContext):
+    """A job context that records each time the work checks it (each time a queued caller wakes)."""
+
+    checks: list[float] = field(default_factory=list)
+
+    def check(self) -> None:
+        self.checks.append(time.monotonic())
+        super().check()
+
+
+def test_a_queued_caller_sleeps_until_its_cancel_wakes_it(
+    gated: tuple[Batcher, FakeBackend, threading.Event],
+) -> None:
+    """No polling: while queued, a caller checks its context once, then only when woken. The old code woke
+    every 50 ms to check (about 10 checks in the half second below)."""
+    batcher, backend, gate = gated
+    quitting, staying = CountingContext(), CountingContext()
+    quitter = Caller(batcher, backend, ["never"], quitting)
+    stayer = Caller(batcher, backend, ["stays"], staying)
+    blocker = start_behind_blocker(batcher, backend, [quitter, stayer])
+    time.sleep(0.5)
+    assert len(quitting.checks) == 1 and len(staying.checks) == 1  # checked once on entering the wait
+    cancelled = time.monotonic()
+    quitting.cancel.cancel("the client went away")
+    quitter.join(5)
+    assert not quitter.is_alive() and isinstance(quitter.error, Cancelled)
+    assert len(quitting.checks) == 2 and quitting.checks[1] - cancelled < 1.0  # woken by the cancel itself
+    assert len(staying.checks) == 1  # another caller's cancel does not wake it
+    assert batcher.stats()["waiting_callers"] == 1
+    gate.set()
+    for caller in [blocker, stayer]:
+        caller.join(10)
+        assert caller.error is None
+    assert stayer.answer == BatchOutput(("<stays>",))
+    assert all("never" not in call for call in backend.calls)
+
+
+def test_a_queued_caller_is_woken_by_its_deadline_not_before(
+    gated: tuple[Batcher, FakeBackend, threading.Event],
+) -> None:
+    batcher, backend, gate = gated
+    context = CountingContext(deadline=time.monotonic() + 0.6)
+    late = Caller(batcher, backend, ["late"], context)
+    blocker = start_behind_blocker(batcher, backend, [late])
+    late.join(5)
+    assert not late.is_alive() and isinstance(late.error, EngineTimeout)
+    assert context.deadline is not None and context.checks[-1] >= context.deadline
+    assert len(context.checks) <= 3  # on entering, at the deadline (and one more if woken a hair early)
+    gate.set()
+    blocker.join(10)
+    assert blocker.error is None and batcher.stats()["queue_depth"] == 0
+
+
+class ReadOnlyToken(CancelToken):
+    """A token that learns of cancellation from elsewhere, like MCP's (read on the caller's thread): its
+    ``cancel`` is never called, so it cannot wake anyone and must be polled."""
+
+    __slots__ = ("flag",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flag = threading.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.flag.is_set() or super().cancelled
+
+
+def test_a_token_that_cannot_wake_its_caller_is_still_polled(
+    gated: tuple[Batcher, FakeBackend, threading.Event],
+) -> None:
+    batcher, backend, gate = gated
+    token = ReadOnlyToken()
+    assert not token.wakes and CancelToken().wakes
+    quitter = Caller(batcher, backend, ["never"], JobContext(cancel=token))
+    blocker = start_behind_blocker(batcher, backend, [quitter])
+    token.flag.set()
+    quitter.join(5)
+    assert not quitter.is_alive() and isinstance(quitter.error, Cancelled)
+    assert batcher.stats()["queue_depth"] == 0
+    gate.set()
+    blocker.join(10)
+    assert blocker.error is None
+
+
+def test_limits_come_from_the_engine_settings() -> None:
+    settings = Settings.from_env(
+        {
+            "DRAGOMAN_BATCH_MAX_SEGMENTS": "5",
+            "DRAGOMAN_BATCH_MAX_CHARS": "900",
+            "DRAGOMAN_BATCH_MAX_QUEUED": "40",
+            "DRAGOMAN_BATCH_WINDOW_MS": "2.5",
+        }
+    )
+    limits = BatchLimits.of(settings.engine)
+    assert limits == BatchLimits(max_segments=5, max_chars=900, window=0.0025, max_queued=40)
+    stats = Batcher(limits).stats()
+    assert (stats["max_segments"], stats["max_chars"], stats["max_queued"], stats["window_ms"]) == (
+        5,
+        900,
+        40,
+        2.5,
+    )
+    assert BatchLimits.of(Settings().engine) == BatchLimits()
 
 
 def test_a_full_queue_refuses_with_saturated(gated: tuple[Batcher, FakeBackend, threading.Event]) -> None:
