@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,30 @@ def test_clone_add_refuses_what_is_not_speech(tmp_path: Path, capsys: pytest.Cap
     )
     assert code != 0 and "WAV" in err
     assert list(tmp_path.glob("*/clone.json")) == []
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg program")
+def test_clone_add_reads_an_mp3_made_by_ffmpeg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A reference in another format than WAV (an mp3 encoded here by ffmpeg) is decoded in process."""
+    ref = tmp_path / "ref.wav"
+    code, _, err = run(capsys, "speak", REFERENCE, "--voice", "lyra", "--lang", "en", "-o", str(ref))
+    assert code == 0, err
+    mp3 = tmp_path / "ref.mp3"
+    subprocess.run(
+        ["ffmpeg", "-nostdin", "-loglevel", "error", "-i", str(ref), "-c:a", "libmp3lame", str(mp3)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    store = str(tmp_path / "clones")
+    code, out, err = run(
+        capsys, "voices", "clone", "add", str(mp3), "--name", "Me", "--clone-dir", store, "--json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["gender"] == "female"
+    (tmp_path / "cut.mp3").write_bytes(b"ID3" + bytes(range(256)) * 8)
+    code, _, err = run(
+        capsys, "voices", "clone", "add", str(tmp_path / "cut.mp3"), "--name", "x", "--clone-dir", store
+    )
+    assert code != 0 and "not audio" in err
+    assert len(list(Path(store).glob("*/clone.json"))) == 1

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import functools
+import shutil
+import subprocess
 import uuid
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -95,6 +98,31 @@ def test_bad_references_are_refused(hosted: Hosted) -> None:
     assert noisy.status_code == 400 and "too noisy" in noisy.text
     assert _post_clone(hosted, key, reference("aria"), name=None).status_code == 400
     assert tts_voices.count_clones(hosted.db, key_id) == 0
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg program")
+def test_a_compressed_reference_is_decoded_in_process_and_matched(hosted: Hosted, tmp_path: Path) -> None:
+    """An m4a (AAC) reference made by ffmpeg here is decoded (PyAV) and matched like its WAV; the same file
+    cut short (no index) is a 415, and an Opus stream of a too-short clip keeps the 400 of the duration."""
+    src = tmp_path / "me.wav"
+    src.write_bytes(reference("atlas"))
+
+    def encoded(name: str, *args: str, seconds: float | None = None) -> bytes:
+        cut = ["-t", str(seconds)] if seconds is not None else []
+        command = ["ffmpeg", "-nostdin", "-loglevel", "error", "-i", str(src), *cut, *args]
+        subprocess.run([*command, str(tmp_path / name)], check=True, capture_output=True, timeout=120)
+        return (tmp_path / name).read_bytes()
+
+    m4a = encoded("me.m4a", "-c:a", "aac", "-b:a", "64k")
+    key, key_id = hosted.new_key()
+    r = _post_clone(hosted, key, m4a, filename="me.m4a")
+    assert r.status_code == 201, r.text
+    assert r.json()["gender"] == "male" and 3 <= r.json()["reference_seconds"] <= 20
+    cut = _post_clone(hosted, key, m4a[:400], filename="me.m4a")
+    assert cut.status_code == 415 and cut.json()["code"] == "unsupported_audio", cut.text
+    short = _post_clone(hosted, key, encoded("short.webm", "-c:a", "libopus", seconds=2.0), filename="s.webm")
+    assert short.status_code == 400 and "s of speech after silence trimming" in short.text
+    assert tts_voices.count_clones(hosted.db, key_id) == 1
 
 
 def test_the_26th_clone_is_a_409(hosted: Hosted) -> None:

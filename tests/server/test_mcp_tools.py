@@ -541,3 +541,56 @@ async def test_speak_writes_a_new_wav_inside_the_roots_and_never_overwrites(
     assert "energy_ratio" in bad_emotion
     assert [p for p, _, _ in seen] == [1.0, 2.0, 3.0] and seen[-1][1] == 3.0
     assert not list(workdir.glob(".*.part"))
+
+
+async def test_speak_with_a_clone_id_speaks_in_the_clones_matched_voice(
+    server_env: dict[str, str], workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``clone_id`` (issue 14): the clone's matched voice overrides ``voice``, as ``cloneId`` on the hosted
+    API; an unknown or malformed id is the typed tool error ``[clone_not_found]`` and writes nothing."""
+    import uuid
+
+    from dragoman.media.audio import Audio, read_wav
+    from dragoman.speech.tts import clones
+
+    monkeypatch.setattr(clones, "default_clone_dir", lambda: tmp_path / "clones")
+    clone = clones.Clone(
+        id=str(uuid.uuid4()),
+        name="Me",
+        description="",
+        gender="male",
+        f0_median=110.0,
+        persona="atlas",
+        pitch_st=-1.0,
+        formant=1.05,
+        similarity=0.8,
+        similarity_unmatched=0.7,
+        reference_seconds=5.0,
+        created_at=1.0,
+    )
+    clones.LocalCloneStore().add(clone, Audio.silence(0.1, 16000))
+    async with in_process(server_env, roots=[workdir]) as client:
+        spoken = structured(
+            await client.call_tool(
+                "speak", {"text": "Good morning.", "language": "en", "voice": "aria", "clone_id": clone.id}
+            )
+        )
+        plain = structured(await client.call_tool("speak", {"text": "Good morning.", "language": "en"}))
+        unknown = error_text(
+            await client.call_tool(
+                "speak", {"text": "Hi.", "language": "en", "clone_id": "00000000-0000-0000-0000-000000000000"}
+            )
+        )
+        malformed = error_text(
+            await client.call_tool("speak", {"text": "Hi.", "language": "en", "clone_id": "../../etc"})
+        )
+    assert spoken["voice"] == "atlas" and spoken["clone_id"] == clone.id
+    assert Path(spoken["path"]).name == "speech-atlas-en-1.wav"
+    assert any(clone.id in note for note in spoken["notes"])
+    assert read_wav(Path(spoken["path"]).read_bytes()).duration > 0.3
+    assert plain["voice"] == "aria" and plain["clone_id"] is None
+    assert "[clone_not_found]" in unknown and "[clone_not_found]" in malformed
+    assert sorted(p.name for p in workdir.iterdir() if p.suffix == ".wav") == [
+        "speech-aria-en-1.wav",
+        "speech-atlas-en-1.wav",
+    ]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +128,84 @@ def test_not_audio_is_a_415(data: bytes) -> None:
     with pytest.raises(AudioFormatError) as caught:
         clones.analyse_reference(data)
     assert caught.value.status == 415
+
+
+_FFMPEG = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="needs the ffmpeg program")
+
+
+def _encoded(audio: Audio, suffix: str, *args: str, source: tuple[str, ...] = ()) -> bytes:
+    """``audio`` encoded by the ffmpeg program into a ``suffix`` file (made here, read back as bytes)."""
+    with tempfile.TemporaryDirectory() as folder:
+        src = Path(folder) / "in.wav"
+        out = Path(folder) / f"out{suffix}"
+        src.write_bytes(wav_bytes(audio))
+        command = ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", *source, "-i", str(src)]
+        subprocess.run([*command, *args, str(out)], check=True, capture_output=True, timeout=120)
+        return out.read_bytes()
+
+
+@_FFMPEG
+@pytest.mark.parametrize(
+    ("suffix", "args"),
+    [
+        (".mp3", ("-c:a", "libmp3lame", "-b:a", "64k")),
+        (".m4a", ("-c:a", "aac", "-b:a", "64k")),
+        (".ogg", ("-c:a", "libvorbis")),
+        (".flac", ("-c:a", "flac")),
+        (".webm", ("-c:a", "libopus", "-b:a", "48k")),
+    ],
+)
+def test_a_reference_in_any_format_libav_reads_is_decoded_like_its_wav(
+    suffix: str, args: tuple[str, ...]
+) -> None:
+    """Clips other than WAV are decoded in process (PyAV) and then checked like a WAV: the same speech
+    length after trimming (within the codec's padding), the same gender and pitch."""
+    clean = speech("lyra")
+    as_wav = clones.analyse_reference(wav_bytes(clean))
+    data = _encoded(_with_silence(clean, 1.0), suffix, *args)
+    assert not data.startswith(b"RIFF")
+    analysis = clones.analyse_reference(data)
+    assert analysis.gender == as_wav.gender == "female"
+    assert analysis.seconds == pytest.approx(as_wav.seconds, abs=0.3)
+    assert analysis.f0_median == pytest.approx(as_wav.f0_median, rel=0.05)
+
+
+@_FFMPEG
+def test_compressed_clips_keep_the_duration_rules() -> None:
+    short = speech("aria", 1)
+    two_seconds = Audio(short.samples[: 2 * short.rate], short.rate)
+    with pytest.raises(InvalidRequest, match=r"\d\.\d\d s of speech") as caught:
+        clones.analyse_reference(_encoded(_with_silence(two_seconds, 1.0), ".mp3", "-c:a", "libmp3lame"))
+    assert caught.value.status == 400
+    with pytest.raises(InvalidRequest, match="after silence trimming") as caught:
+        clones.analyse_reference(_encoded(speech("aria", 12), ".ogg", "-c:a", "libvorbis"))
+    assert caught.value.status == 400
+    quiet = Audio(np.zeros(16000 * 5, dtype=np.float32), 16000)
+    with pytest.raises(InvalidRequest, match="silent"):
+        clones.analyse_reference(_encoded(quiet, ".flac", "-c:a", "flac"))
+
+
+@_FFMPEG
+def test_a_compressed_clip_longer_than_the_decode_bound_is_a_400(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clones, "MAX_DECODED_S", 5.0)
+    data = _encoded(speech("aria", 3), ".mp3", "-c:a", "libmp3lame", "-b:a", "32k")
+    with pytest.raises(InvalidRequest, match="lasts more than 5 s") as caught:
+        clones.analyse_reference(data)
+    assert caught.value.status == 400
+
+
+@_FFMPEG
+def test_corrupt_or_audio_less_media_is_a_415() -> None:
+    clean = speech("aria")
+    mp3 = _encoded(clean, ".mp3", "-c:a", "libmp3lame")
+    video_only = _encoded(
+        clean, ".webm", "-map", "0:v", "-t", "1", "-c:v", "libvpx", source=("-f", "lavfi", "-i", "testsrc")
+    )
+    garbage = bytes(np.random.default_rng(7).integers(0, 256, 20_000, dtype=np.uint8))
+    for data in (mp3[:200], b"ID3" + garbage, b"OggS" + garbage, b"fLaC" + garbage, video_only):
+        with pytest.raises(AudioFormatError) as caught:
+            clones.analyse_reference(data)
+        assert caught.value.status == 415 and caught.value.code == "unsupported_audio"
 
 
 def _fake(index: int) -> clones.Clone:

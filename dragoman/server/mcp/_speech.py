@@ -5,6 +5,10 @@
 (``speech-<voice>-<language>-<n>.wav``); a given ``output_path`` that exists is refused. The file is written
 whole beside its target, then linked into place (so a file that appeared meanwhile is not replaced either).
 Progress is sent after every sentence, and a cancelled call stops before its next sentence.
+
+``clone_id`` speaks with a voice clone made by ``dragoman voices clone add`` (a voice match kept in the user's
+data directory, :class:`~dragoman.speech.tts.clones.LocalCloneStore`), as ``cloneId`` does on the hosted API:
+the clone's matched voice overrides ``voice``; an unknown id is the tool error ``[clone_not_found]``.
 """
 
 from __future__ import annotations
@@ -80,7 +84,8 @@ class SpeakOutput(BaseModel):
     path: str = Field(description="the WAV written (16-bit PCM mono)")
     duration_seconds: float
     sample_rate: int
-    voice: str
+    voice: str = Field(description="the voice that spoke (a clone's matched voice when clone_id was given)")
+    clone_id: str | None = Field(None, description="the voice clone spoken with, when one was given")
     engine: str = Field(description="the engine that spoke: piper, pico, festival, flite or espeak")
     engine_voice: str
     language: str
@@ -159,6 +164,7 @@ def _speak_output(result: SynthesisResult, path: Path) -> SpeakOutput:
         duration_seconds=round(result.audio.duration, 3),
         sample_rate=result.audio.rate,
         voice=result.voice,
+        clone_id=result.options.clone_id,
         engine=result.engine,
         engine_voice=result.engine_voice,
         language=result.language,
@@ -194,12 +200,22 @@ async def speak(
         str | None,
         Field(max_length=4096, description="The WAV to write (must not exist); default: a fresh name."),
     ] = None,
+    clone_id: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=64,
+            description="A voice clone's id (dragoman voices clone list): its matched voice overrides voice.",
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, SpeakOutput]:
     """Speak a text on this device into a WAV file (16-bit mono) inside the allowed folders, with one of
     the ten voices in one of the 31 languages, an emotion preset and/or object, a speed and a studio mode.
+    With clone_id, speaks in a voice clone's matched voice (a clone made by `dragoman voices clone add`).
     Answers the path, duration, voice, engine and word timings. Never overwrites a file. Sends progress per
     sentence when given a progress token; a cancelled call stops before its next sentence."""
     from dragoman.media.audio import wav_bytes
+    from dragoman.speech.tts.clones import Clone, LocalCloneStore, synthesize_with_clone
     from dragoman.speech.tts.types import Emotion, SynthesisOptions
 
     state = state_of(ctx)
@@ -220,12 +236,16 @@ async def speak(
             raise InvalidRequest(
                 f"{chosen} already exists; speak never overwrites: choose another output_path"
             )
+        clone: Clone | None = LocalCloneStore().get(clone_id) if clone_id is not None else None
     except DragomanError as exc:
         raise tool_error(exc) from exc
     context = job_context(ctx.report_progress)
 
     def work(synthesizer: Synthesizer) -> SpeakOutput:
-        result = synthesizer.synthesize(text, options, context)
+        if clone is not None:  # the clone's matched voice adapted to its reference (overrides voice)
+            result = synthesize_with_clone(synthesizer, text, options, clone, context)
+        else:
+            result = synthesizer.synthesize(text, options, context)
         target = chosen or _fresh_path(folder, result.voice, result.language)
         try:
             _write_new(target, wav_bytes(result.audio))
@@ -236,7 +256,7 @@ async def speak(
     out = await _run_speech(ctx, work)
     text_out = (
         f"wrote {out.path} ({out.duration_seconds:.2f}s, {out.voice} in {out.language} by "
-        f"{out.engine}:{out.engine_voice})"
+        f"{out.engine}:{out.engine_voice}{f', clone {out.clone_id}' if out.clone_id else ''})"
     )
     if out.notes:
         text_out += "\n\n[notes] " + " | ".join(out.notes)

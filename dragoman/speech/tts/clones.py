@@ -9,8 +9,11 @@ matched, adapted voice, next to the same figure for the unadapted voice, so the 
 
 **Validation** (:func:`analyse_reference`), in this order:
 
-1. decode: a WAV (:func:`~dragoman.media.audio.read_wav`), else any format the ``ffmpeg`` program reads (run
-   as a program, never linked); anything else is :class:`~dragoman.errors.AudioFormatError` (415);
+1. decode: a WAV (:func:`~dragoman.media.audio.read_wav`), else any audio (or video with audio) libav reads
+   (mp3, m4a/AAC, ogg/Opus/Vorbis, flac, webm, …), decoded in process with PyAV
+   (:func:`dragoman.media.decode.decode_audio`; at most :data:`MAX_DECODED_S` seconds of it: a longer clip is
+   400); anything else (not media, corrupt, no audio stream, no samples) is
+   :class:`~dragoman.errors.AudioFormatError` (415);
 2. mixed to mono and resampled to 16 kHz;
 3. silence: a clip whose loudest 20 ms frames are below −55 dBFS is refused (400, "silent");
 4. noise: the signal-to-noise estimate (95th percentile frame level minus the 10th, the floor) under
@@ -51,7 +54,7 @@ import importlib
 import json
 import math
 import shutil
-import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -81,6 +84,9 @@ MAX_CLIP_S: Final = 20.0
 MAX_CLONES: Final = 25
 #: The most bytes a reference upload may have (20 s of 48 kHz 32-bit stereo WAV is 7.7 MB; compressed less).
 MAX_CLIP_BYTES: Final = 32 * 1024 * 1024
+#: The most seconds of a compressed clip that are decoded (a few bytes of mp3 may hold hours): a clip that
+#: lasts longer is refused (400) before analysis; 20 s of speech rarely needs more than a minute of recording.
+MAX_DECODED_S: Final = 300.0
 #: Below this signal-to-noise estimate (dB) a clip is refused as too noisy.
 MIN_SNR_DB: Final = 12.0
 #: The loudest frames below this (dBFS) make a clip silent.
@@ -100,8 +106,8 @@ _HOP_S: Final = 0.01
 
 # ----- decoding -------------------------------------------------------------------------------------------
 def decode_clip(data: bytes) -> Audio:
-    """The clip as mono audio at 16 kHz: WAV read in process, anything else through the ``ffmpeg`` program
-    (when installed). Not audio: :class:`AudioFormatError` (415)."""
+    """The clip as mono audio at 16 kHz: a WAV read in process, anything else decoded in process by PyAV
+    (:func:`_libav_decode`). Not audio: :class:`AudioFormatError` (415)."""
     if len(data) > MAX_CLIP_BYTES:
         raise FileTooLarge(f"the reference clip is {len(data)} bytes; the most is {MAX_CLIP_BYTES}")
     if not data:
@@ -109,27 +115,34 @@ def decode_clip(data: bytes) -> Audio:
     try:
         audio = read_wav(data)
     except AudioFormatError:
-        audio = _ffmpeg_decode(data)
+        audio = _libav_decode(data)
     return resample(audio, ANALYSIS_RATE) if audio.rate != ANALYSIS_RATE else audio
 
 
-def _ffmpeg_decode(data: bytes) -> Audio:
-    program = shutil.which("ffmpeg")
-    if program is None:
-        raise AudioFormatError(
-            "the reference clip is not a WAV file (and ffmpeg, to read other formats, is absent)"
+def _libav_decode(data: bytes) -> Audio:
+    """``data`` (any format libav reads) as mono at 16 kHz, through :func:`dragoman.media.decode.decode_audio`
+    on a private temporary file (deleted at once; the clip is the user's data). Media errors are 415, a clip
+    longer than :data:`MAX_DECODED_S` is 400."""
+    from dragoman.errors import EmptyMedia, FileAccessError, MediaFormatError, NoAudioStream
+    from dragoman.media.decode import decode_audio
+
+    refused = "the reference clip is not audio in a format we read (WAV, MP3, M4A/AAC, Ogg, FLAC, WebM, …)"
+    with tempfile.NamedTemporaryFile(prefix="dragoman-clip-", suffix=".bin") as handle:
+        handle.write(data)
+        handle.flush()
+        try:
+            audio = decode_audio(handle.name, rate=ANALYSIS_RATE, max_seconds=MAX_DECODED_S + 1.0)
+        except NoAudioStream:
+            raise AudioFormatError(f"{refused}: it holds no audio stream") from None
+        except EmptyMedia:
+            raise AudioFormatError(f"{refused}: it holds no audio samples") from None
+        except (MediaFormatError, FileAccessError):
+            raise AudioFormatError(refused) from None
+    if audio.duration > MAX_DECODED_S:
+        raise InvalidRequest(
+            f"the reference clip lasts more than {MAX_DECODED_S:g} s; send 3 to {MAX_CLIP_S:g} s of speech"
         )
-    command = [program, "-nostdin", "-hide_banner", "-loglevel", "error", "-i", "pipe:0"]
-    command += ["-vn", "-ac", "1", "-ar", str(ANALYSIS_RATE), "-f", "wav", "-acodec", "pcm_s16le", "pipe:1"]
-    try:
-        done = subprocess.run(command, input=data, capture_output=True, timeout=60, check=False)
-    except subprocess.TimeoutExpired:
-        raise AudioFormatError("the reference clip could not be decoded in time") from None
-    if done.returncode != 0 or len(done.stdout) <= 44:
-        raise AudioFormatError(
-            "the reference clip is not audio in a format we read (WAV, or what ffmpeg reads)"
-        )
-    return read_wav(done.stdout)
+    return audio
 
 
 # ----- framing and levels ---------------------------------------------------------------------------------
