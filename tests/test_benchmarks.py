@@ -38,6 +38,17 @@ SCRIPTS = (
 )
 
 
+def test_every_script_in_benchmarks_is_covered() -> None:
+    """A new script is checked like the others: ``--help``, the shared harness, and a quick run of its own
+    below (helper modules start with ``_`` and are not scripts)."""
+    scripts = sorted(p.name for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
+    assert tuple(scripts) == SCRIPTS
+    tests = {name for name in globals() if name.startswith("test_") and "_quick_run" in name}
+    for script in scripts:
+        stem = script.removesuffix(".py")
+        assert any(name.startswith(f"test_{stem}_quick_run") for name in tests), f"no quick run of {script}"
+
+
 def _load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"_bench{name}", BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
@@ -254,6 +265,28 @@ def test_sentences_are_distinct_and_reproducible() -> None:
         harness.unique_sentences(3841)
 
 
+@pytest.mark.parametrize(
+    ("script", "where"),
+    [
+        ("apertium.py", "lines = harness.unique_sentences(n)"),
+        ("engine.py", "lines = harness.unique_sentences(count)"),  # its Apertium part
+        ("daemon.py", "TEXTS = harness.unique_sentences(64)"),
+    ],
+)
+def test_the_apertium_line_sets_come_from_the_distinct_sentences(script: str, where: str) -> None:
+    """The lines timed against plain Apertium (and the daemon's texts) are the harness's distinct sentences:
+    a repeat would be translated once by the engine, flattering it (21% of the old set were repeats)."""
+    assert where in (BENCHMARKS / script).read_text(encoding="utf-8")
+
+
+def test_the_engine_benchmarks_neural_texts_are_distinct() -> None:
+    from dragoman.testing.tinypack import sample_sentences
+
+    texts = sample_sentences(64, seed=1)  # benchmarks/engine.py's batch of 64
+    assert "texts = sample_sentences(64, seed=1)" in (BENCHMARKS / "engine.py").read_text(encoding="utf-8")
+    assert len(set(texts)) == 64
+
+
 def test_repeated_lines_are_caught() -> None:
     harness.assert_unique(["a", "b"])
     with pytest.raises(AssertionError, match="1 of 3 lines are repeats"):
@@ -412,6 +445,52 @@ def test_scale_quick_run() -> None:
     assert re.search(r"^\s*2 workers \|.*\| +[\d.]+x \(rounds", out, re.M), out
     for side in ("embedded", "1 API", "2 APIs"):
         assert re.search(rf"^\s*{side} \| +[\d.]+ \([^)]*\) +[\d.]+ +[\d.]+ +0 \|", out, re.M), out
+
+
+@pytest.mark.slow
+def test_mcp_quick_run() -> None:
+    done = _run_script("mcp.py", "--quick", "--rounds", "3", "--warmup", "1", timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "3 alternated rounds (in-process, in memory, over stdio)" in out
+    for side in ("in-process", "mcp memory", "mcp stdio"):
+        assert re.search(rf"^{side}\s+median\s+[\d.]+ ms .* min\s+[\d.]+ ms\s+max\s+[\d.]+ ms", out, re.M), (
+            out
+        )
+    assert re.search(r"^protocol overhead, median of the rounds' own differences: -?[\d.]+ ms \(", out, re.M)
+    assert re.search(r"stdio / in-process time: [\d.]+x \(rounds [\d.]+-[\d.]+x, n=3\)", out), out
+
+
+@pytest.mark.slow
+@needs_apertium
+def test_formats_quick_run() -> None:
+    done = _run_script("formats.py", "--quick", "--rounds", "2", "--pages", "2", timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    for name in ("DOCX", "PDF"):
+        assert re.search(
+            rf"^{name}: 2 pages, \d+ texts in \d+ call\(s\).*2 alternated rounds, median \(min-max\)",
+            out,
+            re.M,
+        ), out
+    assert (
+        len(re.findall(r"^  end to end \(translate_file\): [\d.]+ pages/s \([\d.]+-[\d.]+\)", out, re.M)) == 2
+    )
+    assert len(re.findall(r"^  format layer overhead: -?\d+% \(rounds .*, n=2\)", out, re.M)) == 2, out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="apt-get install ffmpeg")
+def test_subtitles_quick_run() -> None:
+    """The whole set recognised by both sides (Whisper base: about two minutes on two busy cores)."""
+    done = _run_script("subtitles.py", "--quick", "--rounds", "1", timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "1. transcription of the whole set (1 alternated rounds, medians with min-max)" in out
+    for side in ("dragoman", "faster-whisper"):
+        assert re.search(rf"^  {side}\s+CPU [\d.]+ s \([\d.]+-[\d.]+\); wall [\d.]+ s \(", out, re.M), out
+    assert re.search(r"^  CPU dragoman / faster-whisper: [\d.]+x \(rounds [\d.]+-[\d.]+x, n=1\)", out, re.M)
+    assert "2. word error rate per language" in out and "4. cues that obey every rule" in out
 
 
 @pytest.mark.slow
