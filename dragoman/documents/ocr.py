@@ -6,7 +6,8 @@ hyphenated at a line end is joined back), because a paragraph translates far bet
 line; the lines are kept too, for layout. The layout survives (:func:`blocks_from_data`): a line is cut at
 gaps far wider than a word space, so a form's label and value, the cells of a table row and two columns are
 separate blocks, each drawn back in its own box; wrapped lines are joined again, rows of a form or table are
-not; ruling lines are erased before Tesseract reads (:func:`erase_rules`), since they make it skip cells.
+not, nor are the lines of a column of values (a name, a street, a town, a phone number: :func:`_listed`);
+ruling lines are erased before Tesseract reads (:func:`erase_rules`), since they make it skip cells.
 
 Languages are Tesseract's traineddata codes (``eng``, ``chi_sim``; several joined with ``+``);
 :func:`tesseract_language` maps FLORES-200 codes onto them and :func:`check_languages` says which Debian
@@ -86,6 +87,13 @@ SPLIT_SPACES = 3.0
 JOIN_HEIGHTS = 2.0
 FIT_SLACK = 1.5
 _ROW_LOOK = 8
+#: A paragraph of at least this many lines is read as a column of values, one block per line, when every
+#: line ends as an item does and the next one starts as an item does (:func:`_listed`).
+LIST_MIN_LINES = 3
+#: What a line that goes on into the next one ends with (a sentence's comma, a hyphen, a dash, a slash).
+_CONTINUES = ",-\u2010\u2013\u2014/&+("
+#: Punctuation stripped from a line's last word before its case is looked at (``lid.`` is ``lid``).
+_CLOSING = ".:;!?\"')]\u201d\u2019\u00bb"
 
 #: Ruling lines (:func:`erase_rules`): pixels darker than this (0-255) in a straight run at least
 #: RULE_FRACTION of the image's side long (and MIN_RULE_PX) and at most MAX_RULE_PX thick. Images over
@@ -289,7 +297,16 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     right = [int(x) + int(w) for x, w in zip(data["left"], data["width"], strict=True)]
     bottom = [int(y) + int(h) for y, h in zip(data["top"], data["height"], strict=True)]
     hyphens = frozenset(i for i, text in enumerate(data["text"]) if _HYPHENATED.search(str(text).strip()))
-    boxes = _Boxes(left, top, right, bottom, hyphens)
+    words = [(i, str(text).strip()) for i, text in enumerate(data["text"]) if int(data["level"][i]) == 5]
+    boxes = _Boxes(
+        left,
+        top,
+        right,
+        bottom,
+        hyphens,
+        item_starts=frozenset(i for i, text in words if _starts_item(text)),
+        item_ends=frozenset(i for i, text in words if _ends_item(text)),
+    )
     spaces = _word_spaces(lines, boxes)
     regions: dict[tuple[int, int], tuple[int, int]] = {}
     for (page, block, _), numbered in lines.items():
@@ -301,19 +318,23 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
         space = spaces.get(key[0], 0.0)
         pieces = [_split_line(lines[key][n], boxes, space) for n in sorted(lines[key])]
         region = key[:2]
-        chains = _chains(pieces, boxes, space)
+        whole = all(len(line) == 1 for line in pieces)
+        listed = whole and _listed([line[0] for line in pieces], boxes)
+        if listed:  # a column of values: each line an item of its own
+            chains = [[line[0]] for line in pieces]
+        else:
+            chains = [part for chain in _chains(pieces, boxes, space) for part in _unlisted(chain, boxes)]
         first = chains[0]
-        if paragraphs and paragraphs[-1][0] == region and all(len(line) == 1 for line in pieces):
+        if paragraphs and paragraphs[-1][0] == region and whole and not listed:
             last = paragraphs[-1][1][-1]
             x0, x1 = regions[region]
             ends = _SENTENCE_END.search(str(data["text"][last[-1]]).strip()) is not None
             if not ends and max(right[i] for i in last) >= x1 - 0.15 * (x1 - x0):
                 paragraphs[-1][1].extend(first)
                 chains = chains[1:]
-        whole = all(len(line) == 1 for line in pieces)
         paragraphs.extend((None, chain) for chain in chains[:-1])
         if chains:
-            paragraphs.append((region if whole else None, chains[-1]))
+            paragraphs.append((region if whole and not listed else None, chains[-1]))
     chains = [chain for _, chain in paragraphs]
     pages = [int(data["page_num"][chain[0][0]]) for chain in chains]
     chains = _rows_in_order(_cut_rows(chains, pages, boxes), boxes)
@@ -329,6 +350,8 @@ class _Boxes:
     right: list[int]
     bottom: list[int]
     hyphens: frozenset[int]  # the words cut by a hyphen (a letter, then ``-``)
+    item_starts: frozenset[int] = frozenset()  # the words a line of a list of values may start with
+    item_ends: frozenset[int] = frozenset()  # the words a line of a list of values may end with
 
     def text_ends_hyphen(self, word: int) -> bool:
         return word in self.hyphens
@@ -348,6 +371,39 @@ class _Boxes:
     def height(self, words: Sequence[int]) -> float:
         """The median height of the words, in pixels."""
         return float(statistics.median(self.bottom[i] - self.top[i] for i in words))
+
+
+def _starts_item(word: str) -> bool:
+    """Whether a line starting with ``word`` may start an item of a list of values rather than go on with
+    the line before: a capital or a digit first (after opening punctuation), or a value (``j@x.org``)."""
+    first = next((c for c in word if c.isalnum()), "")
+    return first.isdigit() or first.isupper() or any(c == "@" or c.isdigit() for c in word)
+
+
+def _ends_item(word: str) -> bool:
+    """Whether a line ending with ``word`` may end an item of a list of values: not a comma, hyphen or
+    dash that goes on, and not a lower-case word (prose lines end with one almost always)."""
+    if not word or word[-1] in _CONTINUES:
+        return False
+    bare = word.rstrip(_CLOSING)
+    return not (bare.isalpha() and bare.islower())
+
+
+def _listed(lines: Sequence[list[int]], boxes: _Boxes) -> bool:
+    """Whether lines read as a column of values (``John Smith`` / ``12 Oak Street`` / ``Springfield``), not
+    as wrapped prose: at least :data:`LIST_MIN_LINES` of them, and at every line break the upper line ends
+    as an item does (:func:`_ends_item`) and the lower starts as one does (:func:`_starts_item`). Wrapped
+    prose breaks after a lower-case word or before one nearly every time, so three lines of it almost never
+    pass; Tesseract makes one paragraph of such a column when its lines are of similar length."""
+    return len(lines) >= LIST_MIN_LINES and all(
+        upper[-1] in boxes.item_ends and lower[0] in boxes.item_starts
+        for upper, lower in itertools.pairwise(lines)
+    )
+
+
+def _unlisted(chain: list[list[int]], boxes: _Boxes) -> list[list[list[int]]]:
+    """A paragraph as it is, or one paragraph per line when its lines are a column of values."""
+    return [[line] for line in chain] if _listed(chain, boxes) else [chain]
 
 
 def _word_spaces(

@@ -315,3 +315,58 @@ def test_whole_lines_join_when_wrapped_even_double_spaced_and_stay_apart_when_no
     ]
     texts = [b.text for b in ocr.blocks_from_data(_tesseract._columns(_words(words)))]
     assert texts == [" ".join(["word"] * 8 + ["end."]), "Total due", "Paid on Monday morning"]
+
+
+VALUES = ["John Smith", "12 Oak Street", "Springfield", "555 0100", "Blue Bank Ltd"]
+NARROW_PROSE = [
+    "The river runs through",
+    "the old town and under",
+    "seven bridges before it",
+    "reaches the sea.",
+]
+
+
+def column_image(lines: Sequence[str]) -> Image.Image:
+    """Lines one under the other at the left, 60 px apart, nothing beside them."""
+    image = Image.new("RGB", (900, 60 * len(lines) + 80), "white")
+    draw, face = ImageDraw.Draw(image), font(30)
+    for row, text in enumerate(lines):
+        draw.text((60, 40 + 60 * row), text, font=face, fill="black")
+    return image
+
+
+@needs_tesseract
+@needs_font
+def test_a_column_of_values_with_no_labels_beside_it_is_one_block_per_value() -> None:
+    """Tesseract reads the column as one paragraph; the fit of each next line's first word said it was
+    wrapped (lines of similar length), so it came back as ``John Smith 12 Oak Street Springfield`` and
+    ``555 0100 Blue Bank Ltd``. A narrow column of prose of the same shape stays one paragraph (but its
+    short last line, which Tesseract puts in a block of its own)."""
+    blocks = ocr.ocr_image(column_image(VALUES), "eng")
+    assert [b.text for b in blocks] == VALUES
+    assert all(b.lines == (b.text,) for b in blocks)
+    prose = ocr.ocr_image(column_image(NARROW_PROSE), "eng")
+    assert prose[0].lines == tuple(NARROW_PROSE[:3]), [b.text for b in prose]
+    assert " ".join(b.text for b in prose) == " ".join(NARROW_PROSE)
+
+
+def test_only_lines_that_end_and_start_as_items_are_read_as_a_list() -> None:
+    """Prose breaks after or before a lower-case word nearly every time (German nouns included); a comma or
+    a hyphen at a line's end goes on; two lines are too few to tell."""
+
+    def texts(lines: list[str]) -> list[str]:
+        words = [
+            (1, n + 1, 100 + 90 * k, 40 * (n + 1), 80, word)
+            for n, line in enumerate(lines)
+            for k, word in enumerate(line.split())
+        ]
+        return [b.text for b in ocr.blocks_from_data(_tesseract._columns(_words(words)))]
+
+    values = ["Jane Doe", "Oak Street", "jane@example.org", "Tel 0100"]
+    assert texts(values) == values
+    german = ["Der Fluss fließt durch", "die Stadt und unter", "Brücken zum Meer"]
+    assert texts(german) == [" ".join(german)]
+    commas = ["Oak Street West,", "Spring Field Road,", "New Ohio State"]
+    assert texts(commas) == [" ".join(commas)]
+    two = ["John Smith", "Oak Street"]
+    assert len(texts(two)) == 1
