@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from dub_support import DIALOGUE, DictEngine, ScriptedRecognizer, format_duration, streams, video_md5
+from growth import assert_linear
 from subtitles_support import TINY_ID, build_tiny, install_tiny, needs_ffmpeg
 
 from dragoman.errors import Cancelled, InvalidRequest, NoAudioStream
@@ -327,13 +328,27 @@ def test_overlapping_lines(synthesizer: Synthesizer, tmp_path: Path) -> None:
 
 
 # ----- growth and memory -----------------------------------------------------------------------------------
-def _best(run: Callable[[], object], rounds: int = 3) -> float:
-    times = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - began)
-    return min(times)
+#: A dub of x4 the lines costs about x4 in wall time (ffmpeg runs as a program, so CPU time of this process
+#: misses part of the work); quadratic work gives x16. GROWTH**1.5 leaves room for a noisy shared machine.
+_WALL_BOUND = 8.0
+
+
+def _wall_ratio(run: Callable[[int], object], n: int, growth: int = 4, rounds: int = 2) -> float:
+    """Wall time of ``run(growth * n)`` over ``run(n)``: the best of ``rounds`` each, taken alternately, and
+    measured again (keeping the best ratio) while over :data:`_WALL_BOUND` (a busy moment of the machine
+    slows one side; work that grows faster than linearly is over the bound every time)."""
+    ratio = float("inf")
+    for _ in range(3):
+        best = [float("inf"), float("inf")]
+        for _ in range(rounds):
+            for side, size in enumerate((n, growth * n)):
+                began = time.perf_counter()
+                run(size)
+                best[side] = min(best[side], time.perf_counter() - began)
+        ratio = min(ratio, best[1] / best[0])
+        if ratio < _WALL_BOUND:
+            break
+    return ratio
 
 
 def _tiny_lines(n: int) -> str:
@@ -344,11 +359,13 @@ def _tiny_lines(n: int) -> str:
 
 
 def test_thousands_of_tiny_lines_cost_linear_time(tmp_path: Path) -> None:
+    """x4 the cues costs at most about x4 (the shared growth check: parsing, voices, the line store and the
+    mix all run in this thread, timed in its CPU time and measured again before failing)."""
     one = Audio(np.full(round(0.04 * MIX_RATE), 0.1, np.float32), MIX_RATE)
 
-    def work(n: int) -> None:
-        cues = parse_subtitles(_tiny_lines(n))
-        assert len(cues) == n
+    def work(srt: str) -> None:
+        cues = parse_subtitles(srt)
+        n = len(cues)
         track = SubtitleTrack("en", tuple(cues), "en", False)
         slots = slots_from_tracks(track, SubtitleTrack("es", tuple(cues), "en", True))
         match_speakers([120.0 + (k % 7) * 20 for k in range(len(slots))], "aria")
@@ -357,9 +374,8 @@ def test_thousands_of_tiny_lines_cost_linear_time(tmp_path: Path) -> None:
         mix_to_file(None, round(n * 0.05 * MIX_RATE), placed, store, tmp_path / f"mix{n}.f32", duck_db=-15.0)
         store.close()
 
-    small = _best(lambda: work(600))
-    large = _best(lambda: work(1200))
-    assert large / small < 3.5, (small, large)
+    assert len(parse_subtitles(_tiny_lines(300))) == 300
+    assert_linear(work, {"tiny cues": _tiny_lines}, 300, repeats=3)
 
 
 def _mix_peak(seconds: int, folder: Path) -> int:
@@ -386,8 +402,8 @@ def test_the_mix_holds_one_chunk_not_the_media(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_dub_of_many_tiny_lines_costs_linear_time(synthesizer: Synthesizer, tmp_path: Path) -> None:
-    """The whole run (voicing, fitting, mixing, writing) over 40 and 80 one-word lines a quarter of a second
-    apart: twice the lines, at most about twice the time."""
+    """The whole run (voicing, fitting, mixing, writing) over 20 and 80 one-word lines a quarter of a second
+    apart: x4 the lines, at most about x4 the time (wall time: ffmpeg runs as a program)."""
     from dragoman.media.audio import write_wav
 
     def run(n: int, k: int) -> None:
@@ -413,6 +429,5 @@ def test_a_dub_of_many_tiny_lines_costs_linear_time(synthesizer: Synthesizer, tm
 
     rounds = iter(range(100))
     run(10, -1)  # warm the voices
-    small = _best(lambda: run(40, next(rounds)), rounds=2)
-    large = _best(lambda: run(80, next(rounds)), rounds=2)
-    assert large / small < 3.5, (small, large)
+    ratio = _wall_ratio(lambda n: run(n, next(rounds)), 20)
+    assert ratio < _WALL_BOUND, ratio
