@@ -528,6 +528,15 @@ class EditWindowClosed(DragomanError):
     code = "edit_window_closed"
 
 
+class EditConflict(DragomanError):
+    """A word edit that could not be applied because other edits of the same tts job kept landing first
+    (another API process won each try), or that waited too long for one running in this process; nothing of
+    it was applied: read the job's /words again and retry."""
+
+    status = 409
+    code = "edit_conflict"
+
+
 # ----- speech recognition (issue 15) ---------------------------------------------------------------------
 class AsrModelNotInstalled(PackNotInstalled):
     """A speech recognition model (kind ``asr``) that is not installed here; the message names what is and

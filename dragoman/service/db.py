@@ -163,6 +163,9 @@ jobs = Table(
     Column("created_ms", BigInteger, nullable=False),
     Column("started_ms", BigInteger, nullable=True),
     Column("finished_ms", BigInteger, nullable=True),
+    #: Word edits of a tts job applied so far: the compare-and-set that keeps two API processes from both
+    #: applying an edit to the same audio (dragoman.service.tts_voices.edit_job; Alembic 0004).
+    Column("edit_version", Integer, nullable=False, default=0, server_default="0"),
     CheckConstraint("progress_percent BETWEEN 0 AND 100", name="progress_range"),
     Index("ix_jobs_key_created", "key_id", "created_ms"),
     Index("ix_jobs_claim", "status", "run_after_ms"),

@@ -11,23 +11,48 @@ the 26th is :class:`~dragoman.errors.CloneLimitReached`, 409), counted under a p
 (``tts/<id>/words.json``); later requests read them.
 
 **Edits.** :func:`edit_job` applies per-word edits (:func:`dragoman.speech.tts.words.apply_edits`) to the
-job's current audio and words and stores both in place (the first edit keeps the render as
-``tts/<id>/original.wav``), so ``audio_url`` serves the edited audio. Edits are free within
-:data:`EDIT_WINDOW_MS` (12 hours) of the render's end; after it :class:`~dragoman.errors.EditWindowClosed`
-(410).
+job's current audio and words and stores the result as a new version (``tts/<id>/edit-<n>-<token>.wav`` and
+``.json``), which the job's artifacts then name (``audio``, ``words``; the render stays as
+``original_audio``), so ``audio_url`` serves the edited audio. Edits are free within :data:`EDIT_WINDOW_MS`
+(12 hours) of the render's end; after it :class:`~dragoman.errors.EditWindowClosed` (410).
+
+**Concurrent edits of one job** are applied one after the other, each on the result of the one before (as
+if they had been sent in turn; edits are relative — two ``gain_db: 3`` edits of a word make it 6 dB louder):
+
+* in one process, a lock per job orders them (a caller waits at most :data:`EDIT_WAIT_S`);
+* across API processes, the jobs row's ``edit_version`` is a compare-and-set: an edit reads the version with
+  the audio, writes its result under fresh keys, and swaps the artifacts only where the version is still the
+  one it read (one conditional UPDATE). The loser deletes its files and applies its edits again on the
+  winner's audio, up to :data:`EDIT_ATTEMPTS` times; after that :class:`~dragoman.errors.EditConflict` (409,
+  ``edit_conflict``) and nothing of it is applied.
+
+The version an edit replaced is kept one edit longer (``superseded_audio``/``superseded_words``: a download
+or a /words read that began just before the swap still finds its file), then deleted; all of them are
+artifacts of the job, so the results retention deletes what is left with the job.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import secrets
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 from sqlalchemy import delete, func, insert, select, update
 
-from dragoman.errors import CloneLimitReached, CloneNotFound, EditWindowClosed, InvalidRequest, JobNotFound
+from dragoman.errors import (
+    CloneLimitReached,
+    CloneNotFound,
+    EditConflict,
+    EditWindowClosed,
+    InvalidRequest,
+    JobNotFound,
+)
 from dragoman.media.audio import Audio
 from dragoman.service import db as tables
 from dragoman.service.db import lock, now_ms
@@ -43,6 +68,15 @@ log = logging.getLogger("dragoman.service.tts_voices")
 
 #: The word editor keeps a render editable this long after it finished (spec 8: 12 hours).
 EDIT_WINDOW_MS: Final = 12 * 3600 * 1000
+#: Tries of an edit that another API process keeps beating to the same job (then 409 ``edit_conflict``).
+EDIT_ATTEMPTS: Final = 8
+#: The longest an edit waits for another edit of the same job running in this process (then 409).
+EDIT_WAIT_S: Final = 120.0
+#: The job's artifacts that name its words and the versions an edit replaced.
+WORDS: Final = "words"
+ORIGINAL_AUDIO: Final = "original_audio"
+SUPERSEDED_AUDIO: Final = "superseded_audio"
+SUPERSEDED_WORDS: Final = "superseded_words"
 
 
 def clip_key(key_id: str, clone_id: str) -> str:
@@ -53,8 +87,11 @@ def words_key(job_id: str) -> str:
     return f"tts/{job_id}/words.json"
 
 
-def original_key(job_id: str) -> str:
-    return f"tts/{job_id}/original.wav"
+def edit_keys(job_id: str, version: int) -> tuple[str, str]:
+    """Fresh storage keys (audio, words) of an edit's result: the version and a random token, so two
+    processes applying the same version never write the same file."""
+    stem = f"tts/{job_id}/edit-{version}-{secrets.token_hex(6)}"
+    return f"{stem}.wav", f"{stem}.json"
 
 
 # ----- clones ---------------------------------------------------------------------------------------------
@@ -163,7 +200,8 @@ def _text_and_language(job: JobRecord) -> tuple[str, str]:
 
 
 def _add_artifacts(db: Database | None, job_id: str, added: dict[str, str]) -> None:
-    """Name ``added`` files among the job's artifacts, so the results retention deletes them with the rest."""
+    """Name ``added`` files among the job's artifacts, so the results retention deletes them with the rest
+    (a name the job has already keeps its file: an edit may have moved ``words`` on meanwhile)."""
     if db is None:
         return
     with db.write() as conn:
@@ -172,20 +210,36 @@ def _add_artifacts(db: Database | None, job_id: str, added: dict[str, str]) -> N
         if row is None:
             return
         artifacts = dict(row.artifacts or {})
-        if all(artifacts.get(k) == v for k, v in added.items()):
+        if all(k in artifacts for k in added):
             return
         conn.execute(
-            update(tables.jobs).where(tables.jobs.c.id == job_id).values(artifacts={**artifacts, **added})
+            update(tables.jobs).where(tables.jobs.c.id == job_id).values(artifacts={**added, **artifacts})
         )
+
+
+def _edit_state(db: Database | None, job: JobRecord) -> tuple[int, JobRecord]:
+    """The job's edit version and the job with its artifacts as they are now (``job`` as given without a
+    database: then the version is 0)."""
+    if db is None:
+        return 0, job
+    with db.read() as conn:
+        row = conn.execute(
+            select(tables.jobs.c.edit_version, tables.jobs.c.artifacts).where(tables.jobs.c.id == job.id)
+        ).first()
+    if row is None:
+        raise JobNotFound(f"no job {job.id}")
+    return int(row.edit_version or 0), replace(job, artifacts=dict(row.artifacts or {}))
 
 
 def words_of(job: JobRecord, storage: Storage, db: Database | None = None) -> list[dict[str, object]]:
     """The job's word timings (index, word, start, end in seconds), aligned on the first request (and named
-    among the job's artifacts in ``db``, so they go with the job's results)."""
+    among the job's artifacts in ``db``, so they go with the job's results); after edits, the edited
+    timings."""
     from dragoman.media.audio import read_wav
     from dragoman.speech.tts.words import align_render, timings_to_json
 
-    stored = words_key(job.id)
+    _, job = _edit_state(db, job)
+    stored = job.artifacts.get(WORDS) or words_key(job.id)
     if storage.exists(stored):
         data = json.loads(storage.get_bytes(stored))
         if isinstance(data, list):
@@ -193,8 +247,9 @@ def words_of(job: JobRecord, storage: Storage, db: Database | None = None) -> li
     audio = read_wav(_audio_of(job, storage))
     text, language = _text_and_language(job)
     words = timings_to_json(align_render(audio, text, language))
+    stored = words_key(job.id)
     storage.put_bytes(stored, json.dumps(words, ensure_ascii=False).encode())
-    _add_artifacts(db, job.id, {"words": stored})
+    _add_artifacts(db, job.id, {WORDS: stored})
     return words
 
 
@@ -213,32 +268,119 @@ def editable_until_ms(job: JobRecord) -> int:
     return (job.finished_ms or job.created_ms) + EDIT_WINDOW_MS
 
 
+@dataclass
+class _JobLock:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: int = 0
+
+
+_JOB_LOCKS: dict[str, _JobLock] = {}
+_JOB_LOCKS_GUARD = threading.Lock()
+
+
+@contextmanager
+def _job_edit_lock(job_id: str) -> Iterator[None]:
+    """Edits of one job in this process, one at a time (the entry goes when no one holds or waits)."""
+    with _JOB_LOCKS_GUARD:
+        entry = _JOB_LOCKS.setdefault(job_id, _JobLock())
+        entry.users += 1
+    try:
+        if not entry.lock.acquire(timeout=EDIT_WAIT_S):
+            raise EditConflict(
+                f"tts job {job_id} is being edited and the edits before this one did not finish within "
+                f"{EDIT_WAIT_S:g} s; nothing of this edit was applied: retry"
+            )
+        try:
+            yield
+        finally:
+            entry.lock.release()
+    finally:
+        with _JOB_LOCKS_GUARD:
+            entry.users -= 1
+            if entry.users == 0:
+                _JOB_LOCKS.pop(job_id, None)
+
+
+def _swap_artifacts(
+    db: Database, job_id: str, version: int, audio: str, words: str
+) -> tuple[dict[str, str], dict[str, str]] | None:
+    """Name the edit's files as the job's audio and words where its edit version is still ``version`` (then
+    one more): (the artifacts before, after); None when another edit got there first."""
+    jobs = tables.jobs
+    with db.write() as conn:
+        lock(conn, "job", job_id)
+        row = conn.execute(select(jobs.c.artifacts).where(jobs.c.id == job_id)).first()
+        if row is None:
+            raise JobNotFound(f"no job {job_id}")
+        before = dict(row.artifacts or {})
+        after = {
+            **before,
+            AUDIO: audio,
+            WORDS: words,
+            ORIGINAL_AUDIO: before.get(ORIGINAL_AUDIO) or before.get(AUDIO) or audio_key(job_id),
+            SUPERSEDED_AUDIO: before.get(AUDIO) or audio_key(job_id),
+            SUPERSEDED_WORDS: before.get(WORDS) or words_key(job_id),
+        }
+        done = conn.execute(
+            update(jobs)
+            .where(jobs.c.id == job_id, jobs.c.edit_version == version)
+            .values(artifacts=after, edit_version=version + 1)
+        )
+        return (before, after) if done.rowcount == 1 else None
+
+
 def edit_job(
     job: JobRecord, storage: Storage, body: Any, at_ms: int | None = None, db: Database | None = None
 ) -> dict[str, Any]:
-    """Apply the edits of ``body`` to the job's audio (module docstring); the new timings and duration."""
-    from dragoman.media.audio import read_wav
-    from dragoman.speech.tts.words import apply_edits, parse_edits, timings_from_json, timings_to_json
-
+    """Apply the edits of ``body`` to the job's audio, after any edit of the same job running now (module
+    docstring); the new timings and duration."""
     at = now_ms() if at_ms is None else at_ms
     if at > editable_until_ms(job):
         raise EditWindowClosed(
             f"tts job {job.id} finished more than 12 hours ago; its words can no longer be edited "
             "(render it again)"
         )
-    words = timings_from_json(words_of(job, storage, db))
+    with _job_edit_lock(job.id):
+        for _ in range(EDIT_ATTEMPTS):
+            done = _try_edit(job, storage, body, db)
+            if done is not None:
+                return done
+    raise EditConflict(
+        f"tts job {job.id} was edited by other requests {EDIT_ATTEMPTS} times while this edit was applied; "
+        "nothing of it was applied: read its /words again and retry"
+    )
+
+
+def _try_edit(job: JobRecord, storage: Storage, body: Any, db: Database | None) -> dict[str, Any] | None:
+    """One try of :func:`edit_job` on the job's current version; None when another process's edit landed
+    first (this one's files are deleted again)."""
+    from dragoman.media.audio import read_wav
+    from dragoman.speech.tts.words import apply_edits, parse_edits, timings_from_json, timings_to_json
+
+    version, job = _edit_state(db, job)
+    words = timings_from_json(words_of(job, storage, None))
     if not words:
         raise InvalidRequest(f"tts job {job.id} has no words to edit")
     edits = parse_edits(body, words)
-    current = _audio_of(job, storage)
-    audio = read_wav(current)
-    edited, timings = apply_edits(audio, words, edits)
-    if not storage.exists(original_key(job.id)):
-        storage.put_bytes(original_key(job.id), current)
-        _add_artifacts(db, job.id, {"original_audio": original_key(job.id)})
-    storage.put_bytes(job.artifacts.get(AUDIO) or audio_key(job.id), _wav16(edited))
+    if db is not None and WORDS not in job.artifacts:
+        _add_artifacts(db, job.id, {WORDS: words_key(job.id)})  # aligned just now: the job's words
+    edited, timings = apply_edits(read_wav(_audio_of(job, storage)), words, edits)
     as_json = timings_to_json(timings)
-    storage.put_bytes(words_key(job.id), json.dumps(as_json, ensure_ascii=False).encode())
+    audio_out, words_out = edit_keys(job.id, version + 1)
+    storage.put_bytes(audio_out, _wav16(edited))
+    storage.put_bytes(words_out, json.dumps(as_json, ensure_ascii=False).encode())
+    if db is not None:
+        swapped = _swap_artifacts(db, job.id, version, audio_out, words_out)
+        if swapped is None:
+            storage.delete(audio_out)
+            storage.delete(words_out)
+            log.info("edit of tts job %s lost to another at version %d: applied again", job.id, version)
+            return None
+        before, after = swapped
+        kept = set(after.values())
+        for old in (before.get(SUPERSEDED_AUDIO), before.get(SUPERSEDED_WORDS)):
+            if old and old not in kept:
+                storage.delete(old)
     return {
         "job_id": job.id,
         "edits_applied": len(edits),

@@ -85,6 +85,16 @@ CASES = [
     ("/api/v1/jobs/{job_id}/export/pdf", "GET", "positive"),
     ("/api/v1/usage", "GET", "positive"),
     ("/openapi.json", "GET", "positive"),
+    # voice matches, word timings and word edits (issue 14)
+    ("/api/v1/tts/voices/clones", "GET", "positive"),
+    ("/api/v1/tts/voices/clones", "POST", "positive"),
+    ("/api/v1/tts/voices/clones", "POST", "negative"),
+    ("/api/v1/tts/voices/clones/{clone_id}", "GET", "positive"),
+    ("/api/v1/tts/voices/clones/{clone_id}", "DELETE", "positive"),
+    ("/api/v1/tts/jobs/{job_id}/words", "GET", "positive"),
+    ("/api/v1/tts/jobs/{job_id}/words", "POST", "positive"),
+    ("/api/v1/tts/jobs/{job_id}/edit", "POST", "positive"),
+    ("/api/v1/tts/jobs/{job_id}/edit", "POST", "negative"),
 ]
 
 

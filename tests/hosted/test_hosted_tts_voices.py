@@ -5,8 +5,12 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
+import threading
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -15,9 +19,11 @@ from hosted_support import Hosted
 from speech_support import synthesizer
 from sqlalchemy import update
 
+from dragoman.errors import EditConflict
 from dragoman.media.audio import Audio, read_wav, wav_bytes
 from dragoman.service import accounts, jobs, tts_voices
 from dragoman.service import db as tables
+from dragoman.service.tts_jobs import audio_key
 from dragoman.speech.tts.clones import Clone
 from dragoman.speech.tts.types import SynthesisOptions
 
@@ -225,3 +231,155 @@ def test_synth_with_a_clone_id_speaks_the_matched_voice(hosted: Hosted) -> None:
     with hosted.client(other) as c:  # another key's clone is not found
         assert c.post("/api/v1/tts/synth", json=body).status_code == 404
         assert c.post("/api/v1/tts/synth", json={**body, "cloneId": "not-a-uuid"}).status_code == 404
+
+
+def _synth_with_words(hosted: Hosted, key: str) -> tuple[str, Audio, list[dict[str, float]]]:
+    with hosted.client(key) as c:
+        r = c.post("/api/v1/tts/synth", json={"voiceId": "aria", "targetLang": "en", "text": TEXT})
+        assert r.status_code == 200, r.text
+        job_id = r.headers["x-job-id"]
+        words = c.get(f"/api/v1/tts/jobs/{job_id}/words")
+        assert words.status_code == 200, words.text
+    return job_id, read_wav(r.content), words.json()["words"]
+
+
+def _edit_version(hosted: Hosted, job_id: str) -> int:
+    from sqlalchemy import select
+
+    with hosted.db.read() as conn:
+        version = conn.execute(select(tables.jobs.c.edit_version).where(tables.jobs.c.id == job_id)).scalar()
+    assert isinstance(version, int)
+    return version
+
+
+def _assert_only_these_words_changed(
+    original: Audio, edited: Audio, timings: list[dict[str, float]], indices: list[int]
+) -> None:
+    """Gain edits keep the length: every edited word's span differs, every sample outside them is equal."""
+    assert len(edited.samples) == len(original.samples)
+    rate = original.rate
+    touched = np.zeros(len(original.samples), dtype=bool)
+    for i in indices:
+        a, b = round(timings[i]["start"] * rate), round(timings[i]["end"] * rate)
+        assert not np.array_equal(edited.samples[a:b], original.samples[a:b]), f"edit of word {i} was lost"
+        touched[a:b] = True
+    assert np.array_equal(edited.samples[~touched], original.samples[~touched])
+
+
+def test_simultaneous_edits_of_one_job_are_all_applied_one_after_the_other(
+    hosted: Hosted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four requests edit four words of one job at once: each is answered 200 and the final audio carries
+    all four edits (before, the edits read the same audio and the last write won: edits were lost)."""
+    from dragoman.speech.tts import words as tts_words
+
+    key, _ = hosted.new_key()
+    job_id, original, timings = _synth_with_words(hosted, key)
+    real = tts_words.apply_edits
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)  # every request is inside the edit at the same time unless they are ordered
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tts_words, "apply_edits", slow)
+    indices = [0, 3, 6, 9]
+    barrier = threading.Barrier(len(indices))
+
+    def post(index: int) -> httpx.Response:
+        with hosted.client(key) as c:
+            barrier.wait()
+            return c.post(
+                f"/api/v1/tts/jobs/{job_id}/edit", json={"edits": [{"index": index, "gain_db": -12}]}
+            )
+
+    with ThreadPoolExecutor(len(indices)) as pool:
+        answers = list(pool.map(post, indices))
+    assert [a.status_code for a in answers] == [200] * len(indices), [a.text for a in answers]
+    with hosted.client(key) as c:
+        edited = read_wav(c.get(f"/api/v1/tts/jobs/{job_id}/audio").content)
+    _assert_only_these_words_changed(original, edited, timings, indices)
+    assert _edit_version(hosted, job_id) == len(indices)
+    # the current and the superseded version are kept, the older ones deleted
+    kept = {o.key for o in hosted.app.state.storage.list(f"tts/{job_id}/") if "/edit-" in o.key}
+    assert len(kept) == 4, kept
+
+
+def test_an_edit_that_another_process_beat_is_applied_again_on_its_result(
+    hosted: Hosted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two API processes (no shared lock: the in-process one is off) read version 0 together; the row's
+    compare-and-set lets one swap, and the other applies its edit again on the winner's audio."""
+    from contextlib import nullcontext
+
+    from dragoman.speech.tts import words as tts_words
+
+    key, key_id = hosted.new_key()
+    job_id, original, timings = _synth_with_words(hosted, key)
+    monkeypatch.setattr(tts_voices, "_job_edit_lock", lambda _job_id: nullcontext())
+    real = tts_words.apply_edits
+    barrier = threading.Barrier(2)
+    calls: list[int] = []
+
+    def together(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) <= 2:
+            barrier.wait(timeout=30)  # both have read the same version before either swaps
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tts_words, "apply_edits", together)
+    job = jobs.get(hosted.db, key_id, job_id)
+    storage = hosted.app.state.storage
+
+    def edit(index: int) -> dict[str, Any]:
+        return tts_voices.edit_job(job, storage, {"edits": [{"index": index, "gain_db": -12}]}, db=hosted.db)
+
+    with ThreadPoolExecutor(2) as pool:
+        done = list(pool.map(edit, [1, 7]))
+    assert [d["edits_applied"] for d in done] == [1, 1] and len(calls) == 3  # the loser applied twice
+    current = jobs.get(hosted.db, key_id, job_id).artifacts
+    _assert_only_these_words_changed(original, read_wav(storage.get_bytes(current["audio"])), timings, [1, 7])
+    assert _edit_version(hosted, job_id) == 2
+    assert current["original_audio"] == audio_key(job_id)  # the render is kept as it was
+    assert np.array_equal(read_wav(storage.get_bytes(audio_key(job_id))).samples, original.samples)
+
+
+def test_an_edit_beaten_every_time_is_a_409_and_leaves_nothing(
+    hosted: Hosted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from contextlib import nullcontext
+
+    from dragoman.speech.tts import words as tts_words
+
+    key, key_id = hosted.new_key()
+    job_id, original, timings = _synth_with_words(hosted, key)
+    monkeypatch.setattr(tts_voices, "_job_edit_lock", lambda _job_id: nullcontext())
+    monkeypatch.setattr(tts_voices, "EDIT_ATTEMPTS", 1)
+    real = tts_words.apply_edits
+    barrier = threading.Barrier(2)
+
+    def together(*args: Any, **kwargs: Any) -> Any:
+        barrier.wait(timeout=30)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tts_words, "apply_edits", together)
+    job = jobs.get(hosted.db, key_id, job_id)
+    storage = hosted.app.state.storage
+    outcomes: list[object] = []
+
+    def edit(index: int) -> None:
+        try:
+            outcomes.append(
+                tts_voices.edit_job(job, storage, {"edits": [{"index": index, "gain_db": -12}]}, db=hosted.db)
+            )
+        except EditConflict as exc:
+            outcomes.append(exc)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(edit, [2, 8]))
+    conflicts = [o for o in outcomes if isinstance(o, EditConflict)]
+    assert len(conflicts) == 1 and conflicts[0].status == 409 and conflicts[0].code == "edit_conflict"
+    assert _edit_version(hosted, job_id) == 1
+    edits = {o.key for o in storage.list(f"tts/{job_id}/") if "/edit-" in o.key}
+    assert len(edits) == 2  # the winner's audio and words; the loser's files were deleted
+    won = next(o for o in outcomes if isinstance(o, dict))
+    assert won["edits_applied"] == 1

@@ -19,6 +19,10 @@ pitch and formants (:mod:`dragoman.speech.tts.clones` says how, and what the sim
   0..3000 of silence after the word): only the edited words' spans are re-processed and spliced in; the
   job's audio (``audio_url``) becomes the edited audio and the answer (:class:`EditResponse`) carries the new
   timings. Free within 12 hours of the render (``editable_until``), 410 ``edit_window_closed`` after.
+  Edits of one job sent at the same time are applied one after the other, each on the audio the one before
+  left (edits are relative: two ``gain_db: 3`` make a word 6 dB louder), whichever API process takes them;
+  409 ``edit_conflict`` (nothing applied: retry) only when other edits kept landing first
+  (:mod:`dragoman.service.tts_voices` says how).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from dragoman.errors import (
     BodyTooLarge,
     CloneLimitReached,
     CloneNotFound,
+    EditConflict,
     EditWindowClosed,
     FileTooLarge,
     IdempotencyConflict,
@@ -352,7 +357,7 @@ ROUTES = [
         request=EditRequest,
         response=EditResponse,
         response_description="the edited audio's new word timings (audio_url serves the edited audio)",
-        errors=(*_AUTH, JobNotFound, InvalidRequest, BodyTooLarge, EditWindowClosed),
+        errors=(*_AUTH, JobNotFound, InvalidRequest, BodyTooLarge, EditWindowClosed, EditConflict),
     ),
 ]
 
