@@ -241,3 +241,42 @@ def test_real_xliff_stays_valid_against_the_xsd(tmp_path: Path, path: Path) -> N
     data = output.read_bytes()
     if b"\r\n" in path.read_bytes():  # CRLF files stay CRLF
         assert b"\n" not in data.replace(b"\r\n", b""), "a bare LF in a CRLF file"
+
+
+#: XLIFF 1.1 as odf2xliff writes it (written here, in our own words): ``xml:space="preserve"`` on each unit, a
+#: source whose text ends in indented nested ``<g>`` codes, and an empty ``<g/>`` inside a word's run. The
+#: two real 1.1 files (genrb's) have neither; translate-toolkit's odf2xliff references, which had both, are
+#: GPL and no longer kept.
+ODF2XLIFF_LIKE = """<?xml version="1.0" encoding="UTF-8"?>
+<xliff xmlns="urn:oasis:names:tc:xliff:document:1.1" version="1.1">
+  <file original="report.odt" source-language="en" datatype="plaintext">
+    <body>
+      <trans-unit xml:space="preserve" id="content/body/text/text:p[0]">
+        <source>The work of the year is listed below, starting with the new direction of the project
+                <g id="0">
+                    <g id="1"> that the second table describes in full:</g>
+                </g>
+            </source>
+      </trans-unit>
+      <trans-unit xml:space="preserve" id="content/body/text/text:p[1]">
+        <source>Starting <g id="2"/>from the state of the project in January, phase six begins. </source>
+      </trans-unit>
+      <trans-unit xml:space="preserve" id="content/body/text/text:h[0]">
+        <source>New direction of the project</source>
+      </trans-unit>
+    </body>
+  </file>
+</xliff>
+"""
+
+
+def test_odf2xliff_shaped_11_file_with_nested_codes_stays_valid(tmp_path: Path) -> None:
+    source = tmp_path / "odf2xliff-like.xlf"
+    source.write_text(ODF2XLIFF_LIKE, encoding="utf-8")
+    (tmp_path / "out").mkdir()
+    test_real_xliff_stays_valid_against_the_xsd(tmp_path / "out", source)
+    result = (tmp_path / "out" / "out.xlf").read_text(encoding="utf-8")
+    assert re.search(
+        r'<target [^>]*>THE WORK OF THE YEAR .*<g id="0">\s*<g id="1"> THAT THE', result, re.DOTALL
+    )
+    assert '<g id="2"/>FROM THE STATE' in result
