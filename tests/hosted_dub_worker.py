@@ -32,6 +32,8 @@ def main(argv: list[str]) -> int:
             engine,
             Synthesizer(settings),
             model=TINY_ID,
+            allow_private=settings.hosted.webhooks_allow_private,
+            hosted=settings.hosted,
         )
         try:
             return worker.run_worker(settings, queues, handlers={"dub": handler}, maintenance_s=1)

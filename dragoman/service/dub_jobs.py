@@ -20,9 +20,35 @@ cancellation is seen by the pipeline between lines.
 **Credits** (spec 8 leaves dubbing open; this is the contract, :func:`dub_quote`): **150 credits per minute
 per target language** on the PROBED duration, pro-rata per second rounded up (``ceil(150 x seconds / 60)``
 per target) = recognition 30 (the caption rate) + translation 60 (the subtitle per-target rate) + voice 60.
-Each child reserves its share; the engine job reserves nothing (the recognition is paid inside each target's
-share, so a batch whose every child failed costs nothing). A batch that cannot be paid in full is refused
-(402) and nothing is written. The subtitle artifacts of a dub cost nothing more.
+Each child reserves its share (a URL dub's once its media is probed: "Media URLs" below); the engine job
+reserves nothing (the recognition is paid inside each target's share, so a batch whose every child failed
+costs nothing). A batch that cannot be paid in full is refused (402) and nothing is written. The subtitle
+artifacts of a dub cost nothing more.
+
+**Media URLs** (``POST /api/v1/dub`` with ``url``; :func:`submit_url`): the request never downloads. It checks
+the URL without connecting (:func:`check_media_url`: the webhooks' SSRF guard,
+:mod:`dragoman.service.netguard`: http(s), a host, no metadata name, the literal address or what the name
+resolves to not loopback, private, link-local or CGNAT unless the operator allows private addresses, metadata
+never) and writes the jobs with no media (``video_id`` and ``duration_ms`` null) and **nothing reserved**: 202
+at once. The engine job's first stage (``fetching``; :func:`_media_from_url`) downloads it through the same
+guard (the connection pinned to the checked address, every redirect hop checked again, at most 5), bounded
+like an upload (200 MB, :data:`~dragoman.limits.MAX_FILE_BYTES`, cut off there whether or not the server
+states a length; 10 minutes in all, 30 s per network operation), probes it, records it as an upload of the
+account (its ``video_id`` then shows on the jobs and can be dubbed or captioned again), and only then
+**reserves** each pending child's share on the probed duration, in one transaction for the whole dub (all or
+nothing, as a POST's 402). A failure there (a URL refused on a redirect, unreachable or not answering 200, a
+body over the limit, not media, no audio, longer than 3 hours, an account that cannot pay the dub or is past
+its monthly cap) fails every pending child with the typed code first in ``error`` (``invalid_media_url: ...``,
+``media_fetch_failed``, ``file_too_large``, ``unsupported_media``, ``no_audio_stream``, ``empty_media``,
+``limit_exceeded``, ``insufficient_credits``, ``monthly_cap_reached``; :func:`error_code` reads it back): each
+refunded exactly as any failure (here: nothing was reserved, so ``credits_refunded`` 0), ``dub.failed`` each,
+``batch.completed`` once; nothing is kept. Why reserve after the probe, not on a ceiling: a URL's duration is
+unknown until its media is fetched, and a ceiling (3 hours: 27,000 credits a target) would refuse most
+accounts for a short clip; the POST still answers 402 when the balance holds less than
+:data:`URL_MINIMUM_CREDITS` per target (the least any dub costs), so an empty account cannot make the service
+download for nothing. ``/api/v1/quote`` with the duration gives what the job will reserve. The download runs
+in a thread of its own while the engine job watches: canceling the dub (every child) stops it at once, and the
+download left behind deletes its file at its next chunk (or network timeout).
 
 **Artifacts** (storage keys ``dubs/<child id>/<file>``; deleted after the results retention, 30 days):
 ``video`` (the dubbed video; absent for an audio-only input), ``audio`` (the dubbed audio, M4A),
@@ -36,10 +62,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -73,6 +101,7 @@ if TYPE_CHECKING:
     from dragoman.service.accounts import KeyInfo
     from dragoman.service.media_store import MediaRecord
     from dragoman.service.storage import Storage
+    from dragoman.settings import HostedSettings
     from dragoman.speech.asr import Recognizer
     from dragoman.speech.tts.clones import Clone, LocalCloneStore
     from dragoman.speech.tts.synth import Synthesizer
@@ -123,6 +152,13 @@ FETCH_TOTAL_S = 600.0
 FETCH_OPERATION_S = 30.0
 #: Redirects followed when fetching a URL (each hop checked by the guard again).
 FETCH_MAX_REDIRECTS = 5
+#: Bytes read at a time while fetching (a stop or the total deadline is looked at between reads).
+FETCH_CHUNK_BYTES = 256 * 1024
+#: Credits a dub from a URL needs in the balance per target to be accepted (the least any dub costs); the
+#: real reservation is made once the media is fetched and probed (module notes, "Media URLs").
+URL_MINIMUM_CREDITS = 1
+#: Stage of a URL dub's engine job while it downloads the media.
+FETCHING = "fetching"
 
 
 # ----- prices -----------------------------------------------------------------------------------------------
@@ -234,6 +270,19 @@ class Fetched:
         self.path.unlink(missing_ok=True)
 
 
+def check_media_url(url: str, *, allow_private: bool) -> str:
+    """``url`` when the service may fetch it; else 400 ``invalid_media_url``. The checks that need no
+    connection (:func:`dragoman.service.netguard.check_url`): http(s) only, a host, no metadata name, and
+    the address literal or what the name resolves to now not loopback, private, link-local or CGNAT unless
+    ``allow_private`` (metadata never). The fetch checks every address again when it connects."""
+    from dragoman.service import netguard
+
+    try:
+        return netguard.check_url(url, allow_private=allow_private)
+    except InvalidWebhookUrl as exc:
+        raise InvalidMediaUrl(exc.message.replace("webhook", "media")) from None
+
+
 def fetch_url(
     url: str,
     tmp_dir: Path,
@@ -242,21 +291,20 @@ def fetch_url(
     max_bytes: int = MAX_FILE_BYTES,
     total_s: float = FETCH_TOTAL_S,
     operation_s: float = FETCH_OPERATION_S,
+    stop: threading.Event | None = None,
 ) -> Fetched:
     """GET ``url`` into a temporary file under ``tmp_dir`` through the webhooks' SSRF guard
     (:mod:`dragoman.service.netguard`: http(s) only; loopback, private, link-local, CGNAT and metadata
     addresses refused unless ``allow_private`` (never metadata); the connection pinned to the checked
     address; every redirect hop checked again, at most :data:`FETCH_MAX_REDIRECTS`). 400
     ``invalid_media_url`` for a refused URL, 413 past ``max_bytes`` (at once when Content-Length says so),
-    422 ``media_fetch_failed`` when the server cannot be reached or does not answer 200 in time."""
+    422 ``media_fetch_failed`` when the server cannot be reached or does not answer 200 in time.
+    ``stop`` set: :class:`~dragoman.errors.Cancelled` at the next chunk (the file deleted)."""
     import httpx
 
     from dragoman.service import media_store, netguard
 
-    try:
-        netguard.check_url(url, allow_private=allow_private)
-    except InvalidWebhookUrl as exc:
-        raise InvalidMediaUrl(exc.message.replace("webhook", "media")) from None
+    check_media_url(url, allow_private=allow_private)
     tmp_dir.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(prefix="fetch-", dir=tmp_dir)
     path = Path(name)
@@ -279,7 +327,9 @@ def fetch_url(
                 length = response.headers.get("content-length")
                 if length is not None and length.isdigit() and int(length) > max_bytes:
                     raise FileTooLarge(f"the media at the URL is over the {max_bytes:,} byte limit (200 MB)")
-                for chunk in response.iter_bytes(1024 * 1024):
+                for chunk in response.iter_bytes(FETCH_CHUNK_BYTES):
+                    if stop is not None and stop.is_set():
+                        raise Cancelled("the media download was stopped: the dub was canceled")
                     size += len(chunk)
                     if size > max_bytes:
                         raise FileTooLarge(
@@ -332,26 +382,14 @@ def submit(
     base_url: str,
     source_url: str | None = None,
 ) -> Submitted:
-    """Write a dub (module notes) in ``conn``'s transaction: 404 for a clone that is not the key's, 402
-    when the account cannot pay every target (then nothing is written). The caller hands the engine job to
-    its dispatch."""
-    from dragoman.pipelines.subtitles import MAX_MEDIA_SECONDS
-
-    if upload.duration_ms > MAX_MEDIA_SECONDS * 1000:  # refused before any credit is reserved
-        raise LimitExceeded(
-            f"the media lasts {upload.duration_ms / 60_000:.0f} minutes; at most "
-            f"{MAX_MEDIA_SECONDS / 60:.0f} minutes are dubbed at a time: cut it into parts"
-        )
-    if request.clone_id is not None:
-        from dragoman.service import tts_voices
-
-        tts_voices.get_clone(db, key.key_id, request.clone_id)  # 404 clone_not_found
+    """Write a dub of an upload (module notes) in ``conn``'s transaction: 404 for a clone that is not the
+    key's, 402 when the account cannot pay every target (then nothing is written). The caller hands the
+    engine job to its dispatch."""
+    check_duration(upload.duration_ms)  # refused before any credit is reserved
     quote = dub_quote(upload.duration_ms, len(request.targets))
     name = (upload.filename or "media").strip()[:255] or "media"
     common = {
-        "video_id": upload.id,
-        "duration_ms": upload.duration_ms,
-        "has_video": bool(upload.info.get("has_video")),
+        **media_params(upload),
         "source_lang": request.source,
         "voice_id": request.voice,
         "voice_mode": request.voice_mode,
@@ -360,6 +398,95 @@ def submit(
         "source_url": source_url,
         "base_url": base_url,
     }
+    return _write(conn, db, key, request, common, name, quote, webhook_url)
+
+
+def submit_url(
+    conn: Connection,
+    db: Database,
+    key: KeyInfo,
+    url: str,
+    request: DubRequest,
+    *,
+    webhook_url: str | None,
+    base_url: str,
+) -> Submitted:
+    """Write a dub of the media at ``url`` (checked by :func:`check_media_url` before) in ``conn``'s
+    transaction, fetched later by its engine job (module notes, "Media URLs"): the children reserve nothing
+    yet (``credits_reserved`` 0, no ``video_id``); 404 for a clone that is not the key's; 402 when the
+    balance holds less than :data:`URL_MINIMUM_CREDITS` per target (the least any dub costs), so an empty
+    account cannot make the service download media it will never pay for."""
+    needed = URL_MINIMUM_CREDITS * len(request.targets)
+    before = billing.balance_of(conn, key.account_id, key.mode)
+    if before < needed:
+        which = "test credits" if key.mode == "test" else "credits"
+        raise InsufficientCredits(
+            f"insufficient {which}: a dub from a URL needs at least {needed:,} to start ({before:,} left); "
+            f"it reserves {DUB_CREDITS_PER_MINUTE} a minute per target once the media is fetched",
+            balance=before,
+            required=needed,
+        )
+    name = media_store_name(url)
+    common = {
+        "video_id": None,
+        "duration_ms": None,
+        "has_video": None,
+        "source_lang": request.source,
+        "voice_id": request.voice,
+        "voice_mode": request.voice_mode,
+        "clone_id": request.clone_id,
+        "original_filename": name,
+        "source_url": url,
+        "base_url": base_url,
+    }
+    return _write(conn, db, key, request, common, name, DubQuote(0, len(request.targets), 0, 0), webhook_url)
+
+
+def media_store_name(url: str) -> str:
+    """The file name a fetched URL's media is given: its path's last segment, cleaned (``media`` when it
+    has none)."""
+    from dragoman.service import media_store
+
+    return media_store.clean_filename(unquote(urlsplit(url).path.rsplit("/", 1)[-1])) or "media"
+
+
+def media_params(upload: MediaRecord) -> dict[str, Any]:
+    """The params a dub's jobs hold of its media."""
+    return {
+        "video_id": upload.id,
+        "duration_ms": upload.duration_ms,
+        "has_video": bool(upload.info.get("has_video")),
+    }
+
+
+def check_duration(duration_ms: int) -> None:
+    """400 ``limit_exceeded`` for media longer than the pipeline dubs at a time."""
+    from dragoman.pipelines.subtitles import MAX_MEDIA_SECONDS
+
+    if duration_ms > MAX_MEDIA_SECONDS * 1000:
+        raise LimitExceeded(
+            f"the media lasts {duration_ms / 60_000:.0f} minutes; at most "
+            f"{MAX_MEDIA_SECONDS / 60:.0f} minutes are dubbed at a time: cut it into parts"
+        )
+
+
+def _write(
+    conn: Connection,
+    db: Database,
+    key: KeyInfo,
+    request: DubRequest,
+    common: Mapping[str, Any],
+    name: str,
+    quote: DubQuote,
+    webhook_url: str | None,
+) -> Submitted:
+    """The engine job and one child per target, each child reserving ``quote.per_target`` (402 for the
+    whole dub when the account cannot pay it; nothing is written then); the children parked under the
+    engine job."""
+    if request.clone_id is not None:
+        from dragoman.service import tts_voices
+
+        tts_voices.get_clone(db, key.key_id, request.clone_id)  # 404 clone_not_found
     before = billing.balance_of(conn, key.account_id, key.mode)
     try:
         engine = jobs.submit(
@@ -398,16 +525,20 @@ def submit(
                 )
             ]
     except InsufficientCredits as exc:  # what the whole dub needs, not the child that ran short
-        which = "test credits" if key.mode == "test" else "credits"
-        raise InsufficientCredits(
-            f"insufficient {which}: this dub needs {quote.total:,} ({quote.per_target:,} per target "
-            f"language: {DUB_CREDITS_PER_MINUTE} a minute), {before:,} left; add credits to the account",
-            balance=before,
-            required=quote.total,
-        ) from exc
+        raise _short(key, quote, before) from exc
     ids = [child.id for child in children]
     parked = BATCH.park(conn, engine, ids, batch_id=batch_id)
     return Submitted(batch_id, parked, [engine_batches.load(conn, i) for i in ids], quote)
+
+
+def _short(key: KeyInfo, quote: DubQuote, balance: int) -> InsufficientCredits:
+    which = "test credits" if key.mode == "test" else "credits"
+    return InsufficientCredits(
+        f"insufficient {which}: this dub needs {quote.total:,} ({quote.per_target:,} per target "
+        f"language: {DUB_CREDITS_PER_MINUTE} a minute), {balance:,} left; add credits to the account",
+        balance=balance,
+        required=quote.total,
+    )
 
 
 # ----- what children say ------------------------------------------------------------------------------------
@@ -468,14 +599,16 @@ def done_payload(job: JobRecord) -> dict[str, Any]:
 
 
 def failed_payload(job: JobRecord) -> dict[str, Any]:
-    """``dub.failed`` (the contract): job_id, batch_id, status, target_lang, error, credits_refunded (all of
-    the child's reservation; its siblings continue)."""
+    """``dub.failed`` (the contract): job_id, batch_id, status, target_lang, error, error_code (the typed
+    code the error starts with, or null), credits_refunded (all of the child's reservation, 0 for a URL dub
+    that failed before its media was probed; its siblings continue)."""
     return {
         "job_id": job.id,
         "batch_id": job.batch_id,
         "status": job.status,
         "target_lang": job.params.get("target_lang"),
         "error": job.error,
+        "error_code": error_code(job.error),
         "credits_refunded": job.credits_reserved,
     }
 
@@ -537,15 +670,206 @@ def make_dub_handler(
     max_attempts: int = 3,
     model: str | None = None,
     dubber: Dubber | None = None,
+    allow_private: bool | Callable[[], bool] = False,
+    hosted: HostedSettings | None = None,
 ) -> jobs.Handler:
     """The runner's handler of ``dub`` engine jobs (module notes): ``recognizer``, the translation
-    ``engine`` and the ``synthesizer`` of the process; ``dubber`` None: the dub pipeline."""
+    ``engine`` and the ``synthesizer`` of the process; ``dubber`` None: the dub pipeline. A URL dub's media
+    is fetched through the SSRF guard with ``allow_private`` (the operator's webhooks setting; a callable is
+    read at each fetch) and recorded as an upload under ``hosted``'s settings (None: the defaults)."""
+    from dragoman.settings import HostedSettings
+
+    private = allow_private if callable(allow_private) else (lambda: bool(allow_private))
+    fetching = UrlFetch(private, hosted or HostedSettings())
 
     def run(job: JobRecord, context: JobContext, storage: Storage) -> JobOutcome:
         chosen = dubber or _default_dubber()
-        return _run_engine(db, recognizer, engine, synthesizer, chosen, job, context, storage, model)
+        return _run_engine(
+            db, recognizer, engine, synthesizer, chosen, job, context, storage, model, fetching
+        )
 
     return BATCH.handler(db, run, max_attempts=max_attempts)
+
+
+@dataclass(frozen=True)
+class UrlFetch:
+    """How a URL dub's engine job fetches its media: whether the guard lets private addresses through (read
+    at each fetch) and the hosted settings (the data folder whose ``tmp`` spools the download, the uploads'
+    retention)."""
+
+    allow_private: Callable[[], bool]
+    hosted: HostedSettings
+
+
+def coded_error(exc: DragomanError) -> str:
+    """A failed job's ``error`` with the typed code first: ``"<code>: <message>"`` (``error_code`` on the
+    status)."""
+    return f"{exc.code}: {exc.message}"
+
+
+def error_code(error: str | None) -> str | None:
+    """The typed code a failed dub's ``error`` starts with (:func:`coded_error`), or None."""
+    if not error:
+        return None
+    head, sep, _ = error.partition(": ")
+    return head if sep and re.fullmatch(r"[a-z][a-z0-9_]{1,60}", head) else None
+
+
+def _key_of(db: Database, job: JobRecord) -> KeyInfo:
+    """The job's key as billing and the upload store need it (its account, mode and monthly cap)."""
+    from dragoman.service import accounts
+
+    found = accounts.get_key(db, job.key_id)
+    return accounts.KeyInfo(
+        key_id=found.key_id,
+        account_id=found.account_id,
+        mode=found.mode,
+        plan="",
+        webhook_url=found.webhook_url,
+        webhook_secret="",
+        monthly_cap=found.monthly_cap,
+        daily_quota=found.daily_quota,
+    )
+
+
+def _fetch_watched(
+    db: Database, job: JobRecord, context: JobContext, url: str, fetching: UrlFetch
+) -> Fetched | None:
+    """:func:`fetch_url` in a thread of its own while this one watches: the engine job's cancellation
+    (:class:`Cancelled` at once) and its children (None as soon as none is left pending: every one was
+    canceled by its client). A download left behind stops at its next chunk (or its next network timeout,
+    :data:`FETCH_OPERATION_S`, when the server stalls) and deletes its file."""
+    stop = threading.Event()
+    lock = threading.Lock()
+    box: dict[str, Any] = {}
+    tmp_dir = fetching.hosted.data_dir / "tmp"
+    allow_private = fetching.allow_private()
+
+    def work() -> None:
+        try:
+            got = fetch_url(url, tmp_dir, allow_private=allow_private, stop=stop, max_bytes=MAX_FILE_BYTES)
+        except BaseException as exc:
+            box["error"] = exc
+            return
+        with lock:
+            if stop.is_set():
+                got.close()
+            else:
+                box["fetched"] = got
+
+    thread = threading.Thread(target=work, name=f"fetch-{job.id[:8]}", daemon=True)
+    thread.start()
+    finished = False
+    try:
+        look_at = time.monotonic() + 0.5
+        while thread.is_alive():
+            thread.join(0.1)
+            if not thread.is_alive():
+                break
+            context.check()
+            if time.monotonic() >= look_at:
+                look_at = time.monotonic() + 0.5
+                if not BATCH.pending_children(db, job):
+                    return None
+        finished = True
+    finally:
+        if not finished:
+            with lock:
+                stop.set()
+                leftover = box.pop("fetched", None)
+            if leftover is not None:
+                leftover.close()
+    error = box.get("error")
+    if error is not None:
+        raise error
+    fetched: Fetched = box["fetched"]
+    return fetched
+
+
+def _reserve_children(db: Database, job: JobRecord, key: KeyInfo, upload: MediaRecord) -> int:
+    """Reserve each pending child's share of a URL dub on the probed duration and record the media in the
+    jobs' params, in one transaction (all or nothing: 402 ``insufficient_credits`` or
+    ``monthly_cap_reached`` for the whole dub); a child canceled meanwhile is skipped (compare-and-set on
+    its status, so a cancel racing this refunds what it reserved). How many children were reserved."""
+    from sqlalchemy import update
+
+    from dragoman.service.db import jobs as jobs_table
+
+    owner = BATCH.child_owner(job.id)
+    children = BATCH.pending_children(db, job)
+    quote = dub_quote(upload.duration_ms, max(1, len(children)))
+    media = media_params(upload)
+    reserved = 0
+    with db.write() as conn:
+        before = billing.balance_of(conn, key.account_id, key.mode)
+        try:
+            for child in children:
+                won = conn.execute(
+                    update(jobs_table)
+                    .where(
+                        jobs_table.c.id == child.id,
+                        jobs_table.c.status == jobs.ACTIVE,
+                        jobs_table.c.lease_owner == owner,
+                    )
+                    .values(credits_reserved=quote.per_target, params={**child.params, **media})
+                ).rowcount
+                if won == 1:
+                    billing.reserve(conn, key, child.id, quote.per_target, product=KIND)
+                    reserved += 1
+        except InsufficientCredits as exc:
+            raise _short(key, quote, before) from exc
+        conn.execute(
+            update(jobs_table).where(jobs_table.c.id == job.id).values(params={**job.params, **media})
+        )
+    return reserved
+
+
+def _media_from_url(
+    db: Database, job: JobRecord, context: JobContext, storage: Storage, fetching: UrlFetch
+) -> MediaRecord | None:
+    """A URL dub's first stage (module notes, "Media URLs"): fetch, probe and record the media as an upload
+    of the account, then reserve the children's credits on its probed duration. None when every child was
+    canceled meanwhile (nothing kept). A typed failure (a refused or unreachable URL, a body over the limit,
+    not media, too long, not paid for) fails every pending child with ``"<code>: <message>"`` (refunded,
+    ``dub.failed``), keeps nothing, and is raised again (the engine job ends failed)."""
+    from dragoman.service import media_store
+
+    url = str(job.params.get("source_url"))
+    BATCH.set_stage(db, job, FETCHING)
+    context.progress(0, 100, "fetching the media")
+    try:
+        fetched = _fetch_watched(db, job, context, url, fetching)
+        if fetched is None:
+            return None
+        key = _key_of(db, job)
+        try:
+            upload = media_store.store_upload(
+                db,
+                storage,
+                key,
+                fetched.path,
+                filename=fetched.filename,
+                declared_mime=fetched.mime,
+                settings=fetching.hosted,
+                max_bytes=MAX_FILE_BYTES,
+            )
+        finally:
+            fetched.close()
+        try:
+            check_duration(upload.duration_ms)
+            reserved = _reserve_children(db, job, key, upload)
+        except BaseException:
+            media_store.delete(db, storage, upload)
+            raise
+        if not reserved:  # every child canceled while the media was probed
+            media_store.delete(db, storage, upload)
+            return None
+    except Cancelled:
+        raise
+    except DragomanError as exc:
+        BATCH.fail_children(db, job.id, coded_error(exc))
+        raise
+    return upload
 
 
 def _media_name(upload: MediaRecord) -> str:
@@ -569,6 +893,7 @@ def _run_engine(
     context: JobContext,
     storage: Storage,
     model: str | None,
+    fetching: UrlFetch,
 ) -> JobOutcome:
     from dragoman.pipelines.dub import SourceTrack
     from dragoman.pipelines.subtitles import caption_track, recognise_file
@@ -579,7 +904,13 @@ def _run_engine(
     BATCH.activate_children(db, job.id)
     if not BATCH.pending_children(db, job):
         return JobOutcome(result=json.dumps({"stage": "canceled"}), credits=0)
-    upload = media_store.get_any(db, str(params.get("video_id")))
+    upload: MediaRecord | None
+    if params.get("video_id") is None and params.get("source_url"):  # a URL not fetched yet
+        upload = _media_from_url(db, job, context, storage, fetching)
+        if upload is None:
+            return JobOutcome(result=json.dumps({"stage": "canceled"}), credits=0)
+    else:
+        upload = media_store.get_any(db, str(params.get("video_id")))
     if upload is None:
         raise MediaNotFound(
             "the job's upload no longer exists (uploads are kept for 7 days); upload it again"
@@ -835,16 +1166,21 @@ __all__ = [
     "Dubber",
     "Fetched",
     "Submitted",
+    "UrlFetch",
     "View",
     "artifact",
+    "check_media_url",
     "check_request",
     "child_fields",
+    "coded_error",
     "done_payload",
     "dub_quote",
+    "error_code",
     "failed_payload",
     "fetch_url",
     "make_dub_handler",
     "reconcile",
     "submit",
+    "submit_url",
     "view",
 ]

@@ -184,6 +184,8 @@ class HostedWorker:
                 self._engine,
                 DubSynthesizer(self.settings),
                 max_attempts=self.settings.hosted.job_attempts,
+                allow_private=self.settings.hosted.webhooks_allow_private,  # a URL's fetch: the SSRF guard
+                hosted=self.settings.hosted,
             )
         return handlers
 

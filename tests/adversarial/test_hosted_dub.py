@@ -181,7 +181,10 @@ def test_a_url_that_is_not_media_is_refused_and_nothing_kept(service: Hosted) ->
     try:
         with service.client(key) as c:
             answer = c.post("/api/v1/dub", json={"url": server.url("/page.mp4"), "targetLang": "es"})
-        assert answer.status_code == 415, answer.text
+            assert answer.status_code == 202, answer.text  # fetched by the job, after the answer
+            (job_id,) = answer.json()["jobIds"]
+            ended = wait_terminal(c, [job_id])[job_id]
+        assert ended["status"] == "failed" and ended["error_code"] == "unsupported_media", ended
         assert _uploads(service) == before and _balance(service, key) == 1_000
     finally:
         server.close()
@@ -194,8 +197,12 @@ def test_a_refused_dub_from_a_url_keeps_no_upload(service: Hosted, clip: Path) -
     try:
         with service.client(poor) as c:
             answer = c.post("/api/v1/dub", json={"url": server.url("/clip.mp4"), "targetLang": "es"})
-        assert answer.status_code == 402, answer.text
+            assert answer.status_code == 202, answer.text  # 1 credit: enough to start, not to pay 3 s
+            (job_id,) = answer.json()["jobIds"]
+            ended = wait_terminal(c, [job_id])[job_id]
+        assert ended["status"] == "failed" and ended["error_code"] == "insufficient_credits", ended
         assert _uploads(service) == before  # fetched, probed, refused, deleted
+        assert _balance(service, poor) == 1
     finally:
         server.close()
 

@@ -1,7 +1,8 @@
 """Hosted dubbing (issue 16; spec 1, 2.9, 4.3, 6, 8) over real HTTP, on SQLite and PostgreSQL: a dub from an
 upload through the real dub pipeline (the tiny Whisper, Apertium en->es, the speech engines), a batch sharing
 one recognition run whose failing child is refunded while its sibling completes (webhooks exactly once), a
-dub from a URL served on loopback (and the guard refusing it when loopback is not allowed), 402, 404 for
+dub from a URL served on loopback and fetched by the job after the 202 (and the guard refusing it when
+loopback is not allowed), 402, 404 for
 another account's upload, idempotent creation, the quote, and cancellation."""
 
 from __future__ import annotations
@@ -204,22 +205,38 @@ def test_dub_from_a_url_on_loopback_and_the_guard(
             )
             assert made.status_code == 202, made.text
             accepted = made.json()
-            assert abs(accepted["durationSeconds"] - 4.0) < 0.2 and accepted["totalCredits"] == 10
-            assert server.hits == ["/moved", "/media/talk.mp4"]  # the redirect followed (checked again)
+            # the engine job fetches the media after the 202: nothing is known of it (or reserved) yet
+            assert accepted["videoId"] is None and accepted["durationSeconds"] is None
+            assert accepted["perTarget"] is None and accepted["totalCredits"] is None
             job_id = accepted["jobIds"][0]
             done = wait_terminal(c, [job_id])[job_id]
-            assert done["status"] == "done" and done["video_id"] == accepted["videoId"]
+            assert done["status"] == "done" and done["video_id"], done
+            assert (
+                abs(done["duration_seconds"] - 4.0) < 0.2
+                and done["credits"] == done["credits_reserved"] == 10
+            )
+            assert server.hits == ["/moved", "/media/talk.mp4"]  # the redirect followed (checked again)
+            assert _balance(service, key) == 990
             # the fetched media is an upload of the account: reusable by subtitles and dubs
-            again = c.post("/api/v1/dub", json={"videoId": accepted["videoId"], "targetLang": "es"})
+            again = c.post("/api/v1/dub", json={"videoId": done["video_id"], "targetLang": "es"})
             assert again.status_code == 202, again.text
+            assert again.json()["totalCredits"] == 10
+            wait_terminal(c, again.json()["jobIds"])
             missing = c.post("/api/v1/dub", json={"url": server.url("/nothing.mp4"), "targetLang": "es"})
-            assert missing.status_code == 422 and missing.json()["code"] == "media_fetch_failed"
+            assert missing.status_code == 202, missing.text
+            (lost,) = missing.json()["jobIds"]
+            failed = wait_terminal(c, [lost])[lost]
+            assert failed["status"] == "failed" and failed["error_code"] == "media_fetch_failed", failed
+            assert failed["error"].startswith("media_fetch_failed: ") and "HTTP 404" in failed["error"]
+            assert failed["credits"] in (None, 0) and failed["video_id"] is None
+            assert _balance(service, key) == 980  # the failed URL dub cost nothing
             service.app.state.media_fetch_allow_private = False  # the operator's default
             refused = c.post("/api/v1/dub", json={"url": server.url("/media/talk.mp4"), "targetLang": "es"})
             assert refused.status_code == 400 and refused.json()["code"] == "invalid_media_url", refused.text
             ftp = c.post("/api/v1/dub", json={"url": "ftp://example.com/a.mp4", "targetLang": "es"})
             assert ftp.status_code == 400
         assert server.hits == ["/moved", "/media/talk.mp4", "/nothing.mp4"]  # refused before connecting
+        assert _dub_jobs(service) == 6  # three dubs of an engine job and a child each; the refused wrote none
     finally:
         server.close()
 

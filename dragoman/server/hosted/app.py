@@ -474,9 +474,11 @@ def create_app(
             max_attempts=hosted.job_attempts,
             model=asr_model,
             dubber=dubber,
+            allow_private=lambda: bool(state.media_fetch_allow_private),
+            hosted=hosted,
         ),
     }
-    # a dub's media URL is fetched through the webhooks' SSRF guard, with its operator setting
+    # a dub's media URL is fetched (by its engine job) through the webhooks' SSRF guard, with its setting
     state.media_fetch_allow_private = hosted.webhooks_allow_private
     state.dispatch = make_dispatch(hosted, db, handlers, storage)
     state.runner = state.dispatch.runner

@@ -2,19 +2,27 @@
 (:mod:`dragoman.service.dub_jobs`, uploads of :mod:`dragoman.service.media_store`).
 
 * ``POST /api/v1/dub``: JSON :class:`DubCreateRequest`: the media as ``videoId`` (an upload of
-  ``POST /api/v1/subtitles/upload``) or ``url`` (fetched now by the service through the webhooks' SSRF guard,
-  200 MB, stored as an upload of the account whose ``videoId`` the answer gives); ``targetLang`` (one dub) or
-  ``targets`` (a batch); ``voiceId`` (default aria), ``voiceMode`` (preset, match, clone; default clone when
-  ``cloneId`` is given, else preset), ``cloneId`` (one of the key's voice clones), ``sourceLang`` ('auto' or
-  BCP-47), ``webhook``. 202 :class:`DubAccepted`. 404 ``media_not_found`` for an unknown upload or another
-  account's, 404 ``clone_not_found``, 400 ``invalid_media_url`` for a URL the guard refuses, 422
-  ``media_fetch_failed``, 413 past 200 MB, 402 when every target cannot be paid.
+  ``POST /api/v1/subtitles/upload``) or ``url`` (fetched LATER by the dub's engine job through the webhooks'
+  SSRF guard, 200 MB, then stored as an upload of the account: the job's ``video_id`` once fetched);
+  ``targetLang`` (one dub) or ``targets`` (a batch); ``voiceId`` (default aria), ``voiceMode`` (preset,
+  match, clone; default clone when ``cloneId`` is given, else preset), ``cloneId`` (one of the key's voice
+  clones), ``sourceLang`` ('auto' or BCP-47), ``webhook``. 202 :class:`DubAccepted` at once (a URL is not
+  downloaded inside the request). 404 ``media_not_found`` for an unknown upload or another account's, 404
+  ``clone_not_found``, 400 ``invalid_media_url`` for a URL the guard refuses without connecting (scheme,
+  host, an address that is or resolves to loopback, private, link-local or metadata unless the operator
+  allows private addresses), 402 when every target cannot be paid (a URL: when the balance holds less than
+  one credit per target). A URL that fails later (unreachable, refused on a redirect, over 200 MB, not
+  media, too long, not paid for once probed) ends the job ``failed`` with its code first in ``error``
+  (``error_code``: ``invalid_media_url``, ``media_fetch_failed``, ``file_too_large``,
+  ``unsupported_media``, ``no_audio_stream``, ``empty_media``, ``limit_exceeded``,
+  ``insufficient_credits``, ``monthly_cap_reached``), refunded, with ``dub.failed``.
 * ``GET /api/v1/dub/{job_id}``: :class:`DubStatus` (spec 2.9: "Dub job: fields not shown"; this is the
   contract).
 * ``GET /api/v1/dub/{job_id}/srt|vtt|txt|bilingual-srt`` (``?lang=`` the target (default) or the source
   language), ``/video`` and ``/audio``: the done child's files, at no credit cost.
 
-Credits: 150 a minute per target language on the probed duration (``dub_jobs``' notes); quote with
+Credits: 150 a minute per target language on the probed duration (``dub_jobs``' notes; a URL dub reserves
+once its engine job has fetched and probed the media, so its 202 says null); quote with
 ``POST /api/v1/quote`` ``{"product": "dub", "durationSeconds": 90, "targets": ["es"]}``. Webhooks:
 ``dub.done``, ``dub.failed`` per child and ``batch.completed`` per batch. Cancel a child with
 ``DELETE /api/v1/jobs/{id}`` (refunded; its siblings continue).
@@ -82,43 +90,53 @@ class DubAccepted(BaseModel):
 
     batch_id: str | None = Field(alias="batchId")
     job_ids: list[str] = Field(alias="jobIds")
-    video_id: str = Field(alias="videoId", description="the upload dubbed (a fetched URL's new upload)")
-    duration_seconds: float = Field(alias="durationSeconds", description="the probed duration billed")
+    video_id: str | None = Field(
+        alias="videoId", description="the upload dubbed; null for a url (the job's video_id once fetched)"
+    )
+    duration_seconds: float | None = Field(
+        alias="durationSeconds", description="the probed duration billed; null for a url (not fetched yet)"
+    )
     source_lang: str = Field(alias="sourceLang")
     targets: list[str]
     voice_id: str = Field(alias="voiceId")
     voice_mode: str = Field(alias="voiceMode")
     clone_id: str | None = Field(alias="cloneId")
-    per_target: int = Field(alias="perTarget", description="credits each child reserves (150 a minute)")
-    total_credits: int = Field(alias="totalCredits")
+    per_target: int | None = Field(
+        alias="perTarget",
+        description="credits each child reserves (150 a minute); null for a url: reserved once probed",
+    )
+    total_credits: int | None = Field(alias="totalCredits", description="null for a url (as perTarget)")
     poll_urls: list[str] = Field(alias="pollUrls")
 
 
 class DubStatus(BaseModel):
     """A dub job (spec 2.9: "fields not shown"; this is the contract). While the job is pending, ``status``,
-    ``stage`` and ``progress_percent`` are its batch's (the shared run): ``stage`` queued, recognising,
+    ``stage`` and ``progress_percent`` are its batch's (the shared run): ``stage`` queued, fetching (a
+    ``url``'s media is downloaded; ``video_id`` and ``duration_seconds`` are null until then), recognising,
     waiting (a sibling is being dubbed), dubbing, then done / failed / canceled. Once done: ``outputs`` (the
     download URLs: video (absent for audio-only media), audio, srt, vtt, txt, bilingual-srt), ``lines``,
     ``lines_beyond_natural`` (indexes of lines compressed beyond the natural speech speed range),
     ``lines_overlapping``, ``share_natural``, ``stage_seconds`` (probe, recognise (the shared run),
-    translate, voices, synthesise, fit, mix, mux) and ``warnings``. ``credits``: null until the job ends."""
+    translate, voices, synthesise, fit, mix, mux) and ``warnings``. ``credits``: null until the job ends.
+    Once failed: ``error`` and, when the failure is typed, ``error_code`` (also the start of ``error``)."""
 
     job_id: str
     batch_id: str | None
     status: Literal["queued", "active", "done", "failed", "canceled"]
     stage: str
     progress_percent: int = Field(ge=0, le=100)
-    video_id: str
+    video_id: str | None
     source_lang: str | None
     target_lang: str
     language_probability: float | None = None
     voice_id: str
     voice_mode: str
     clone_id: str | None = None
-    duration_seconds: float
+    duration_seconds: float | None
     credits: int | None
     credits_reserved: int
     error: str | None = None
+    error_code: str | None = None
     outputs: dict[str, str] = Field(default_factory=dict)
     lines: int | None = None
     lines_beyond_natural: list[int] = Field(default_factory=list)
@@ -137,58 +155,46 @@ def status_url(request: Request, job_id: str) -> str:
     return f"{base_url(request)}/api/v1/dub/{job_id}"
 
 
-def _fetch(request: Request, key: KeyInfo, url: str) -> MediaRecord:
-    state = request.app.state
-    fetched = dub_jobs.fetch_url(url, state.tmp_dir, allow_private=state.media_fetch_allow_private)
-    try:
-        return media_store.store_upload(
-            state.db,
-            state.storage,
-            key,
-            fetched.path,
-            filename=fetched.filename,
-            declared_mime=fetched.mime,
-            settings=state.settings.hosted,
-        )
-    finally:
-        fetched.close()
+def _check_url(request: Request, url: str) -> str:
+    """400 ``invalid_media_url`` for a URL the guard refuses without connecting (a name is resolved)."""
+    return dub_jobs.check_media_url(url, allow_private=request.app.state.media_fetch_allow_private)
 
 
 def _create(
     request: Request,
     key: KeyInfo,
-    record: MediaRecord,
+    media: MediaRecord | str,
     wanted: dub_jobs.DubRequest,
     webhook: str | None,
-    source_url: str | None,
     reservation: Reservation | None,
 ) -> Response:
+    """Write the dub of ``media`` (an upload, or a checked URL its engine job fetches) and answer 202."""
     state = request.app.state
     db: Database = state.db
     with db.write() as conn:
-        made = dub_jobs.submit(
-            conn,
-            db,
-            key,
-            record,
-            wanted,
-            webhook_url=webhook,
-            base_url=base_url(request),
-            source_url=source_url,
-        )
+        if isinstance(media, str):
+            made = dub_jobs.submit_url(
+                conn, db, key, media, wanted, webhook_url=webhook, base_url=base_url(request)
+            )
+            record = None
+        else:
+            made = dub_jobs.submit(
+                conn, db, key, media, wanted, webhook_url=webhook, base_url=base_url(request)
+            )
+            record = media
         state.dispatch.submitted(conn, [made.engine])
         body = DubAccepted(
             batchId=made.batch_id,
             jobIds=[child.id for child in made.children],
-            videoId=record.id,
-            durationSeconds=record.duration_seconds,
+            videoId=None if record is None else record.id,
+            durationSeconds=None if record is None else record.duration_seconds,
             sourceLang=wanted.source,
             targets=list(wanted.targets),
             voiceId=wanted.voice,
             voiceMode=wanted.voice_mode,
             cloneId=wanted.clone_id,
-            perTarget=made.quote.per_target,
-            totalCredits=made.quote.total,
+            perTarget=None if record is None else made.quote.per_target,
+            totalCredits=None if record is None else made.quote.total,
             pollUrls=[status_url(request, child.id) for child in made.children],
         )
         response = Response(
@@ -220,22 +226,14 @@ async def create(request: Request) -> Response:
         )
         webhook = await anyio.to_thread.run_sync(check_webhook, request, fields.webhook)
         state = request.app.state
+        media: MediaRecord | str
         if fields.url is None:
             assert fields.video_id is not None
             db = state.db
-            record = await anyio.to_thread.run_sync(media_store.get, db, key.account_id, fields.video_id)
-            return await anyio.to_thread.run_sync(
-                _create, request, key, record, wanted, webhook, None, reservation
-            )
-        record = await anyio.to_thread.run_sync(_fetch, request, key, fields.url)
-        try:
-            return await anyio.to_thread.run_sync(
-                _create, request, key, record, wanted, webhook, fields.url, reservation
-            )
-        except BaseException:  # refused (402, 404 clone): the fetched upload is not kept
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(media_store.delete, state.db, state.storage, record)
-            raise
+            media = await anyio.to_thread.run_sync(media_store.get, db, key.account_id, fields.video_id)
+        else:  # checked now (no connection); the engine job fetches it after the 202
+            media = await anyio.to_thread.run_sync(_check_url, request, fields.url)
+        return await anyio.to_thread.run_sync(_create, request, key, media, wanted, webhook, reservation)
 
     return await idempotent(request, key, body_print, run)
 
@@ -259,17 +257,20 @@ def _status(request: Request, key: KeyInfo) -> DubStatus:
         status=found.status,  # type: ignore[arg-type]
         stage=found.stage,
         progress_percent=found.progress_percent,
-        video_id=str(job.params.get("video_id")),
+        video_id=None if job.params.get("video_id") is None else str(job.params.get("video_id")),
         source_lang=found.source_lang,
         target_lang=str(job.params.get("target_lang")),
         language_probability=_float_or_none(info.get("language_probability")),
         voice_id=str(job.params.get("voice_id") or "aria"),
         voice_mode=str(job.params.get("voice_mode") or "preset"),
         clone_id=job.params.get("clone_id"),
-        duration_seconds=int(job.params.get("duration_ms") or 0) / 1000,
+        duration_seconds=None
+        if job.params.get("duration_ms") is None
+        else int(job.params.get("duration_ms") or 0) / 1000,
         credits=job.credits,
         credits_reserved=job.credits_reserved,
         error=job.error if job.status == jobs.FAILED else None,
+        error_code=dub_jobs.error_code(job.error) if job.status == jobs.FAILED else None,
         outputs=dub_jobs.output_urls(job),
         lines=info.get("lines") if done else None,
         lines_beyond_natural=list(info.get("lines_beyond_natural") or []) if done else [],
@@ -379,19 +380,14 @@ def dub_quote(body: bytes) -> bytes | None:
 def _routes() -> list[ApiRoute]:
     from dragoman.errors import (
         CloneNotFound,
-        EmptyMedia,
-        FileTooLarge,
         IdempotencyConflict,
         IdempotencyMismatch,
         InsufficientCredits,
         InvalidMediaUrl,
         InvalidWebhookUrl,
         LimitExceeded,
-        MediaFetchFailed,
-        MediaFormatError,
         MediaNotFound,
         MonthlyCapReached,
-        NoAudioStream,
         PlanWithoutApi,
         RateLimited,
         Unauthorized,
@@ -416,11 +412,6 @@ def _routes() -> list[ApiRoute]:
                 LimitExceeded,
                 InvalidWebhookUrl,
                 InvalidMediaUrl,
-                MediaFetchFailed,
-                FileTooLarge,
-                MediaFormatError,
-                NoAudioStream,
-                EmptyMedia,
                 MediaNotFound,
                 CloneNotFound,
                 InsufficientCredits,
