@@ -13,25 +13,30 @@ same value gets, by the row it finds:
 The runner of the request ends its reservation with :func:`complete` (the answer stored; pass the open
 ``Connection`` of the job's own transaction so the job and its answer are written together) or with
 :func:`release` (the row deleted: errors raised before execution and 5xx answers are not stored, so a retry
-runs again). A reservation left ``running`` by a process that died is taken over after
-:data:`STALE_RUNNING_SECONDS`. Rows expire after 24 hours (:data:`~dragoman.limits.IDEMPOTENCY_SECONDS`);
-an expired row is replaced on the next use and purged by retention.
+runs again). A release that cannot be written (the database unavailable) is owed
+(:class:`OwedReleases`) and written as soon as the database answers. A reservation left ``running`` by a
+process that died is taken over after :data:`STALE_RUNNING_SECONDS`. Rows expire after 24 hours
+(:data:`~dragoman.limits.IDEMPOTENCY_SECONDS`); an expired row is replaced on the next use and purged by
+retention.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass, field
 
 from sqlalchemy import ColumnElement, Connection, and_, delete, select, update
 
-from dragoman.errors import IdempotencyConflict, IdempotencyMismatch, InvalidRequest
+from dragoman.errors import DatabaseUnavailable, IdempotencyConflict, IdempotencyMismatch, InvalidRequest
 from dragoman.limits import IDEMPOTENCY_SECONDS
 from dragoman.service.db import Database, idempotency, insert_ignore, now_ms
 
 __all__ = [
     "MAX_KEY_CHARS",
+    "MAX_OWED_RELEASES",
     "STALE_RUNNING_SECONDS",
+    "OwedReleases",
     "StoredResponse",
     "begin",
     "check_key",
@@ -44,6 +49,8 @@ __all__ = [
 MAX_KEY_CHARS = 255
 #: A reservation still ``running`` after this long belongs to a process that died: the next caller takes it.
 STALE_RUNNING_SECONDS = 600
+#: Most reservations one process keeps owing a release (:class:`OwedReleases`).
+MAX_OWED_RELEASES = 10_000
 #: Seconds a caller that met a running reservation is told to wait.
 RETRY_AFTER_SECONDS = 1
 
@@ -150,7 +157,61 @@ def complete(db_or_conn: Database | Connection, key_id: str, idem_key: str, resp
         db_or_conn.execute(statement)
 
 
-def release(db: Database, key_id: str, idem_key: str) -> None:
-    """Frees a reservation whose request failed before it ran (or with a 5xx): a retry runs again."""
+def release(
+    db: Database, key_id: str, idem_key: str, *, created_ms: int | None = None, print_: str | None = None
+) -> None:
+    """Frees a reservation whose request failed before it ran (or with a 5xx): a retry runs again.
+    ``created_ms`` / ``print_``: only the reservation made at that instant for that request (an
+    :class:`OwedReleases` entry: one taken over since is left alone)."""
+    where = [_where(key_id, idem_key), idempotency.c.state == "running"]
+    if created_ms is not None:
+        where.append(idempotency.c.created_ms == created_ms)
+    if print_ is not None:
+        where.append(idempotency.c.fingerprint == print_)
     with db.write() as conn:
-        conn.execute(delete(idempotency).where(_where(key_id, idem_key), idempotency.c.state == "running"))
+        conn.execute(delete(idempotency).where(*where))
+
+
+class OwedReleases:
+    """Reservations this process could not release because the database could not be reached: the request
+    failed with 503 after its reservation was committed (the database went away between the two), or the
+    reservation's own commit may have landed before the connection was lost. Left ``running``, such a
+    reservation would answer every retry of a request that never ran with 409 "still running" until it goes
+    stale (:data:`STALE_RUNNING_SECONDS`, ten minutes). :meth:`settle` releases them once the database
+    answers again; the front door calls it once a second and before each reservation it takes. Each is
+    released only while it is still the same reservation (``running``, same instant, same fingerprint). At
+    most ``limit`` are kept (the oldest dropped: the stale rule frees it), none past the stale period."""
+
+    def __init__(self, limit: int = MAX_OWED_RELEASES) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._owed: dict[tuple[str, str, int], str] = {}  # (key id, Idempotency-Key, created_ms) -> print
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._owed)
+
+    def add(self, key_id: str, idem_key: str, created_ms: int, print_: str) -> None:
+        with self._lock:
+            self._owed[(key_id, idem_key, created_ms)] = print_
+            while len(self._owed) > self.limit:
+                del self._owed[next(iter(self._owed))]
+
+    def settle(self, db: Database, *, now: int | None = None) -> int:
+        """Releases what is owed, oldest first, until the database fails again; how many were released."""
+        with self._lock:
+            if not self._owed:
+                return 0
+            owed = list(self._owed.items())
+        now = now_ms() if now is None else now
+        released = 0
+        for (key_id, idem_key, created_ms), print_ in owed:
+            if created_ms > now - STALE_RUNNING_SECONDS * 1000:
+                try:
+                    release(db, key_id, idem_key, created_ms=created_ms, print_=print_)
+                except DatabaseUnavailable:
+                    break
+                released += 1
+            with self._lock:
+                self._owed.pop((key_id, idem_key, created_ms), None)
+        return released

@@ -7,7 +7,9 @@ charged twice.
   reservation (409 + Retry-After) until it is stale, then runs once.
 * PostgreSQL restarted during load: requests fail cleanly (503 ``database_unavailable`` + Retry-After, never
   a 500), a client retrying with its Idempotency-Key gets one job per key, every job ends ``done`` (none stuck
-  ``active``) and is charged once.
+  ``active``) and is charged once. A key whose reservation was committed just before the database went
+  away is accepted within seconds of its return (the release its API process owed), not locked out by 409
+  "still running" for the ten minutes of the stale period.
 * A webhook receiver down for about an hour (a clock drives the back-off, so it takes seconds): attempts at
   growing intervals, then a ``failed`` delivery in the log; a receiver back mid-schedule gets its event; the
   translations are not held up.
@@ -208,6 +210,8 @@ def test_postgresql_restarted_during_load(cluster: Cluster, db: Database) -> Non
     stop = threading.Event()
     answers: list[tuple[float, int, str, str | None]] = []  # when, status, code, Retry-After
     accepted: dict[str, str] = {}  # Idempotency-Key -> job id
+    accepted_at: dict[str, float] = {}
+    conflicted: set[str] = set()  # keys answered 409 idempotency_in_progress
     problems: list[str] = []
     lock = threading.Lock()
 
@@ -226,9 +230,12 @@ def test_postgresql_restarted_during_load(cluster: Cluster, db: Database) -> Non
                 code = r.json().get("code", "") if r.status_code >= 400 else ""
                 with lock:
                     answers.append((time.monotonic(), r.status_code, code, r.headers.get("retry-after")))
+                    if r.status_code == 409:
+                        conflicted.add(idem)
                 if r.status_code == 202:
                     with lock:
                         previous = accepted.setdefault(idem, r.json()["job_id"])
+                        accepted_at.setdefault(idem, time.monotonic())
                     assert previous == r.json()["job_id"]
                     break
                 time.sleep(max(1.1, min(2.0, float(r.headers.get("retry-after") or 1))))
@@ -255,22 +262,86 @@ def test_postgresql_restarted_during_load(cluster: Cluster, db: Database) -> Non
     stop.set()
     for thread in threads:
         thread.join(120)
+    assert not any(thread.is_alive() for thread in threads), "a client still retrying its key"
 
     assert not problems, problems[:5]  # every request had an answer
     refused = [a for a in answers if a[1] != 202]
     assert refused, "no request met the database down"
     # Refused cleanly: 503 while the database is down, or, for a retry of a request whose Idempotency-Key
     # reservation was taken just before the database went away (it cannot be released while it is down),
-    # 409 "still in progress" until the reservation goes stale; both say when to retry.
+    # 409 "still in progress" until the API process writes the release it owes; both say when to retry.
     clean = {(503, "database_unavailable"), (409, "idempotency_in_progress")}
     unclean = [a for a in refused if (a[1], a[2]) not in clean or not a[3] or int(a[3]) < 1]
     assert not unclean, unclean[:10]
+    # No key locked out: a reservation of a request that never ran is released once the database is back
+    # (before: it stayed `running`, every retry a 409 for STALE_RUNNING_SECONDS, ten minutes).
+    late = {idem: accepted_at.get(idem, float("inf")) - up_at for idem in conflicted}
+    assert all(seconds <= 20 for seconds in late.values()), late
     assert all(down_at <= at for at, *_ in refused)
     assert recovered >= 4, answers[-10:]
 
     jobs = wait_terminal(db, account_id)
     assert jobs and all(j["status"] == "done" for j in jobs), [j["status"] for j in jobs]  # none stuck
     assert sorted(j["id"] for j in jobs) == sorted(accepted.values())  # one job per key, none lost
+    assert_charged_once(db, account_id, jobs)
+
+
+def test_a_request_cut_by_a_postgresql_restart_is_accepted_on_retry_once_it_is_back(
+    cluster: Cluster, db: Database
+) -> None:
+    """The request's reservation is committed, then PostgreSQL goes down while its job's transaction waits:
+    503, and the reservation cannot be released. Once PostgreSQL is back, the client's retry with its key
+    is accepted within seconds (the API process wrote the release it owed), not refused with 409 "still
+    running" until the reservation goes stale ten minutes later; one job, charged once."""
+    assert cluster.postgres is not None
+    account_id, key, _ = new_key(db)
+    api = cluster.apis()[0]
+    marker = uuid.uuid4().hex
+    body = json.dumps({"text": f"{LONG} {marker}", "src": "en", "tgt": "es"}).encode()
+    idem = str(uuid.uuid4())
+    outcome: list[BaseException | httpx.Response] = []
+
+    def cut() -> None:
+        try:
+            outcome.append(post(api.url, key, body, idem, timeout=60))
+        except httpx.HTTPError as exc:
+            outcome.append(exc)
+
+    conninfo = cluster.db_url.replace("postgresql+psycopg://", "postgresql://")
+    locker = psycopg.connect(conninfo)
+    try:
+        locker.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")  # the job's insert waits
+        thread = threading.Thread(target=cut)
+        thread.start()
+        deadline = time.monotonic() + 30
+        sql = "SELECT state FROM idempotency WHERE idem_key = :k"
+        while not rows(db, sql, k=idem) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert rows(db, sql, k=idem) == [{"state": "running"}]
+        time.sleep(0.3)
+        db.dispose()
+        cluster.postgres.stop("fast")  # ends every session: the locker's and the waiting transaction
+        thread.join(60)
+    finally:
+        try:
+            locker.close()
+        except psycopg.Error:
+            pass
+    cut_answer = outcome[0] if outcome else None
+    assert isinstance(cut_answer, httpx.Response) and cut_answer.status_code == 503, cut_answer
+    cluster.postgres.start()
+    back_at = time.monotonic()
+    statuses: list[int] = []
+    while time.monotonic() < back_at + 60:
+        answer = post(api.url, key, body, idem)
+        statuses.append(answer.status_code)
+        if answer.status_code == 202:
+            break
+        time.sleep(0.5)
+    accepted_after = time.monotonic() - back_at
+    assert statuses[-1] == 202 and accepted_after < 20, (statuses, accepted_after)
+    jobs = wait_terminal(db, account_id)
+    assert [j["status"] for j in jobs_for(db, account_id, marker)] == ["done"]
     assert_charged_once(db, account_id, jobs)
 
 

@@ -27,10 +27,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from dragoman.errors import RateLimited
+from dragoman.errors import DatabaseUnavailable, RateLimited
 from dragoman.service import accounts, idempotency, usage
 from dragoman.service.db import now_ms
-from dragoman.service.idempotency import StoredResponse
+from dragoman.service.idempotency import OwedReleases, StoredResponse
 
 if TYPE_CHECKING:
     from dragoman.service.accounts import KeyInfo
@@ -50,11 +50,14 @@ class RequestTally:
     """Requests counted in memory per key and UTC day, written to the usage table in one transaction every
     ``interval`` seconds (and by :meth:`flush`: before a usage report, at shutdown). Counting each request in
     its own write transaction cost the hot path more than the rest of the gate together; a crash loses at
-    most ``interval`` seconds of request counts (never credits, never quota: those are written at once)."""
+    most ``interval`` seconds of request counts (never credits, never quota: those are written at once).
+    Its thread also settles the Idempotency-Key releases :func:`idempotent` owes (``owed``: the database was
+    unavailable when they were due)."""
 
     def __init__(self, db: Database, interval: float = 1.0) -> None:
         self.db = db
         self.interval = interval
+        self.owed = OwedReleases()
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str], list[int]] = {}  # (key id, day) -> [requests, an instant]
         self._stop = threading.Event()
@@ -88,6 +91,10 @@ class RequestTally:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.flush()
+            try:
+                self.owed.settle(self.db)
+            except Exception:
+                log.exception("owed Idempotency-Key releases could not be written; kept for the next try")
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dragoman-usage-tally", daemon=True)
@@ -177,23 +184,46 @@ async def idempotent(
         return await run(None)
     idem_key = idempotency.check_key(header)
     db = request.app.state.db
-    answer = await anyio.to_thread.run_sync(idempotency.begin, db, key.key_id, idem_key, body_print)
+    owed: OwedReleases = request.app.state.tally.owed
+    begun = now_ms()  # the reservation's created_ms: what an owed release of it matches
+    try:
+        answer = await anyio.to_thread.run_sync(_begin, db, owed, key.key_id, idem_key, body_print, begun)
+    except DatabaseUnavailable:
+        owed.add(key.key_id, idem_key, begun, body_print)  # its commit may have landed before the loss
+        raise
     if answer is not None:
         return replay(answer)
     reservation = Reservation(key.key_id, idem_key)
+
+    async def release() -> None:
+        """The reservation freed (a retry runs again); owed when the database cannot be reached, so a
+        retry does not meet 409 "still running" for a request that never ran until it goes stale."""
+        try:
+            await anyio.to_thread.run_sync(idempotency.release, db, key.key_id, idem_key)
+        except DatabaseUnavailable:
+            owed.add(key.key_id, idem_key, begun, body_print)
+
     try:
         response = await run(reservation)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(idempotency.release, db, key.key_id, idem_key)
+            await release()
         raise
     if reservation.stored:
         return response
     if response.status_code >= 400 or not hasattr(response, "body"):
-        await anyio.to_thread.run_sync(idempotency.release, db, key.key_id, idem_key)
+        await release()
     else:
         await anyio.to_thread.run_sync(idempotency.complete, db, key.key_id, idem_key, stored(response))
     return response
+
+
+def _begin(
+    db: Database, owed: OwedReleases, key_id: str, idem_key: str, body_print: str, now: int
+) -> StoredResponse | None:
+    """:func:`idempotency.begin`, after the releases this process owes (one may be this very key's)."""
+    owed.settle(db)
+    return idempotency.begin(db, key_id, idem_key, body_print, now=now)
 
 
 class HostedMiddleware:
