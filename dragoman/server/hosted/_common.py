@@ -1,5 +1,6 @@
 """What the hosted routes share (:mod:`.app`'s route modules): absolute URLs, bounded bodies, webhook URLs,
-and the multipart upload spooled to a temporary file while it arrives."""
+the multipart upload spooled to a temporary file while it arrives, and a create route's 202 stored for its
+Idempotency-Key."""
 
 from __future__ import annotations
 
@@ -10,17 +11,24 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import Message, Receive
 
 from dragoman.errors import BodyTooLarge, DragomanError, FileTooLarge, InvalidRequest
 from dragoman.limits import MAX_FILE_BYTES
 from dragoman.server._http import read_body
 from dragoman.service import idempotency, netguard
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from dragoman.server.hosted._gate import Reservation
 
 #: Bytes of a quote body, and of each non-file field of a multipart form.
 MAX_SMALL_BODY_BYTES = 64 * 1024
@@ -44,6 +52,15 @@ async def read_limited(request: Request, limit: int) -> bytes:
         return await read_body(request, limit)
     except BodyTooLarge:
         raise BodyTooLarge(f"the body is over this route's {limit:,} byte limit; send less") from None
+
+
+def accepted(conn: Any, body: BaseModel, reservation: Reservation | None) -> Response:
+    """A create route's 202: ``body`` as JSON (by alias), stored for the request's Idempotency-Key (when it
+    has one) inside ``conn``'s transaction, the one that wrote the jobs, so a replay answers the same."""
+    response = Response(body.model_dump_json(by_alias=True), status_code=202, media_type="application/json")
+    if reservation is not None:
+        reservation.complete_in(conn, response)
+    return response
 
 
 def check_webhook(request: Request, url: str | None) -> str | None:

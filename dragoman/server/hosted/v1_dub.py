@@ -43,7 +43,13 @@ from starlette.responses import Response, StreamingResponse
 
 from dragoman.errors import InvalidRequest, JobNotFound
 from dragoman.server._http import ApiRoute, QueryParam, model_response
-from dragoman.server.hosted._common import MAX_SMALL_BODY_BYTES, base_url, check_webhook, read_limited
+from dragoman.server.hosted._common import (
+    MAX_SMALL_BODY_BYTES,
+    accepted,
+    base_url,
+    check_webhook,
+    read_limited,
+)
 from dragoman.server.hosted._gate import Reservation, authenticate, idempotent
 from dragoman.server.hosted._models import parse_model
 from dragoman.service import dub_jobs, engine_batches, idempotency, jobs, media_store
@@ -197,11 +203,7 @@ def _create(
             totalCredits=None if record is None else made.quote.total,
             pollUrls=[status_url(request, child.id) for child in made.children],
         )
-        response = Response(
-            body.model_dump_json(by_alias=True), status_code=202, media_type="application/json"
-        )
-        if reservation is not None:
-            reservation.complete_in(conn, response)
+        response = accepted(conn, body, reservation)
     state.dispatch.committed()
     return response
 

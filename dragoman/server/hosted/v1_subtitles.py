@@ -46,7 +46,13 @@ from starlette.responses import Response, StreamingResponse
 from dragoman.errors import FileTooLarge, InvalidRequest
 from dragoman.limits import MAX_FILE_BYTES
 from dragoman.server._http import ApiRoute, QueryParam, model_response
-from dragoman.server.hosted._common import MAX_SMALL_BODY_BYTES, base_url, check_webhook, read_limited
+from dragoman.server.hosted._common import (
+    MAX_SMALL_BODY_BYTES,
+    accepted,
+    base_url,
+    check_webhook,
+    read_limited,
+)
 from dragoman.server.hosted._gate import Reservation, authenticate, idempotent
 from dragoman.server.hosted._models import parse_model
 from dragoman.service import idempotency, jobs, media_store, subtitle_jobs
@@ -318,11 +324,7 @@ def _create(
             body = OneCallResponse.model_validate({**answer, **extra})
         else:
             body = CreateResponse.model_validate(answer)
-        response = Response(
-            body.model_dump_json(by_alias=True), status_code=202, media_type="application/json"
-        )
-        if reservation is not None:
-            reservation.complete_in(conn, response)
+        response = accepted(conn, body, reservation)
     state.dispatch.committed()
     return response
 
