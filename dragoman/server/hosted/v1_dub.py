@@ -469,7 +469,11 @@ def openapi_fixups(paths: dict[str, Any]) -> None:
         "Credits: 150 per minute of media per target language, on the probed duration, pro-rata per "
         "second rounded up (recognition 30 + translation 60 + voice 60); each target's child reserves its "
         "share and is refunded if it fails or is canceled. The subtitle files of a dub are free. Webhooks: "
-        "dub.done and dub.failed per child, batch.completed once per batch (targets)."
+        "dub.done and dub.failed per child, batch.completed once per batch (targets). A url is not fetched "
+        "in this request: the 202 comes at once (videoId, durationSeconds, perTarget and totalCredits null), "
+        "the job downloads the media (stage fetching), reserves on its probed duration, and a failure there "
+        "ends each child failed with error_code (invalid_media_url, media_fetch_failed, file_too_large, "
+        "unsupported_media, insufficient_credits, ...), refunded."
     )
     responses = operation["responses"]
     if "200" in responses:
