@@ -28,24 +28,54 @@ def _rank(route: Route, tier: Tier) -> tuple[int, int, int, int, tuple[str, ...]
 
 
 def find_routes(edges: Iterable[Hop], source: str, target: str, tier: Tier = "best") -> list[Route]:
-    """Every simple route from ``source`` to ``target`` of at most ``MAX_HOPS`` hops, best first."""
+    """Every simple route from ``source`` to ``target`` of at most ``MAX_HOPS`` hops, best first.
+
+    Breadth first, pruned: a path is only extended by an edge whose end can still reach ``target`` in the
+    hops left (asked of each language at most once per hops left, from the languages one hop away), and no
+    deeper level is built once a level found a route. The routes found, and their order (discovery
+    order breaks the ranking's exact ties), are those of expanding every path (the test compares both),
+    without building the 3-hop paths through a multilingual pack's all-to-all edges.
+    """
     if source == target:
         return []
     by_source: dict[str, list[Hop]] = defaultdict(list)
+    near: set[str] = set()  # the languages one hop from target
     for edge in edges:
         by_source[edge.source].append(edge)
+        if edge.target == target:
+            near.add(edge.source)
+    memo: dict[tuple[str, int], bool] = {}
+
+    def reaches(node: str, hops: int) -> bool:
+        """Whether ``node`` can reach target in at most ``hops`` hops (paths not necessarily simple)."""
+        if node == target:
+            return True
+        if hops <= 1:
+            return hops == 1 and node in near
+        key = (node, hops)
+        if key not in memo:
+            memo[key] = node in near or any(reaches(e.target, hops - 1) for e in by_source.get(node, ()))
+        return memo[key]
+
     found: list[Route] = []
-    frontier: list[tuple[Hop, ...]] = [(e,) for e in by_source.get(source, [])]
-    for _depth in range(MAX_HOPS):
+    frontier: list[tuple[Hop, ...]] = [
+        (e,) for e in by_source.get(source, []) if reaches(e.target, MAX_HOPS - 1)
+    ]
+    for length in range(1, MAX_HOPS + 1):
         next_frontier: list[tuple[Hop, ...]] = []
+        left = MAX_HOPS - length - 1  # hops a path extended now may still take after its new edge
         for path in frontier:
             last = path[-1]
             if last.target == target:
                 found.append(Route(path))
                 continue
+            if found or left < 0:
+                continue  # this level already holds the shortest routes: nothing longer is built
             visited = {source} | {h.target for h in path}
             next_frontier.extend(
-                path + (edge,) for edge in by_source.get(last.target, []) if edge.target not in visited
+                path + (edge,)
+                for edge in by_source.get(last.target, [])
+                if edge.target not in visited and reaches(edge.target, left)
             )
         if found:  # fewer hops always win; longer paths need not be explored
             break
