@@ -18,10 +18,13 @@ from dragoman.testing.postgres import PostgresServer, unavailable_reason
 from dragoman.testing.tinypack import build_argos_archive, build_argos_pack, build_multilingual_pack
 
 # In CI (CI=true) property tests run a fixed sequence of examples, so a landing never hangs on a new random
-# draw; on developers' machines they explore new examples on every run.
-hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("CI"):
-    hypothesis_settings.load_profile("ci")
+# draw; on developers' machines they explore new examples on every run. Neither times an example (Hypothesis'
+# default deadline of 200 ms is an absolute time bound that a busy shared machine crosses at random).
+hypothesis_settings.register_profile("dev", deadline=None)
+hypothesis_settings.register_profile(
+    "ci", hypothesis_settings.get_profile("dev"), derandomize=True, print_blob=True
+)
+hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 TINY_MULTILINGUAL_LANGUAGES = ("eng_Latn", "spa_Latn", "fra_Latn", "deu_Latn")
 
