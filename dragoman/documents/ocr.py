@@ -1,13 +1,14 @@
 """OCR with Tesseract: the core shared by the image handler and scanned PDF pages.
 
-:func:`ocr_image` reads a Pillow image and groups Tesseract's word boxes (``image_to_data``) into
-paragraphs (:class:`OcrBlock`): the words of a paragraph are joined with spaces across its lines (a word
-hyphenated at a line end is joined back), because a paragraph translates far better as a whole than line by
-line; the lines are kept too, for layout. The layout survives (:func:`blocks_from_data`): a line is cut at
-gaps far wider than a word space, so a form's label and value, the cells of a table row and two columns are
-separate blocks, each drawn back in its own box; wrapped lines are joined again, rows of a form or table are
-not, nor are the lines of a column of values (a name, a street, a town, a phone number: :func:`_listed`);
-ruling lines are erased before Tesseract reads (:func:`erase_rules`), since they make it skip cells.
+:func:`ocr_image` reads a Pillow image and groups Tesseract's word boxes (``image_to_data``) into paragraphs
+(:class:`OcrBlock`): the words of a paragraph are joined with spaces across its lines (a word hyphenated at a
+line end is joined back), because a paragraph translates far better as a whole than line by line; the lines
+are kept too, for layout. The layout survives (:func:`blocks_from_data`): a line is cut at gaps far wider
+than a word space, or at narrower gaps that line up over the rows of a table (its gutters), so a form's label
+and value, the cells of a table row and two columns are separate blocks, each drawn back in its own box;
+wrapped lines are joined again, rows of a form or table are not, nor are the lines of a column of values (a
+name, a street, a town, a phone number: :func:`_listed`); ruling lines are erased before Tesseract reads
+(:func:`erase_rules`), since they make it skip cells.
 
 Languages are Tesseract's traineddata codes (``eng``, ``chi_sim``; several joined with ``+``);
 :func:`tesseract_language` maps FLORES-200 codes onto them and :func:`check_languages` says which Debian
@@ -18,8 +19,10 @@ Tesseract or its tessdata directory changed (:func:`refresh` forces it); :func:`
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
+import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -87,6 +90,13 @@ SPLIT_SPACES = 3.0
 JOIN_HEIGHTS = 2.0
 FIT_SLACK = 1.5
 _ROW_LOOK = 8
+#: A narrower gap still cuts a line when it is a table's gutter: at least GUTTER_HEIGHTS word heights and
+#: GUTTER_SPACES word spaces wide, and lined up with such gaps in at least GUTTER_MIN_LINES lines and
+#: GUTTER_SHARE of the lines of its paragraph (:func:`_gutters`). Prose never lines up gaps that wide.
+GUTTER_HEIGHTS = 0.8
+GUTTER_SPACES = 2.0
+GUTTER_MIN_LINES = 3
+GUTTER_SHARE = 0.6
 #: A paragraph of at least this many lines is read as a column of values, one block per line, when every
 #: line ends as an item does and the next one starts as an item does (:func:`_listed`).
 LIST_MIN_LINES = 3
@@ -276,11 +286,12 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
 
     Tesseract reads a form's label and its value, the cells of a table row, or two columns of text as one
     line when they sit at the same height. A line is cut where the gap between two words is far wider than a
-    word space (:data:`SPLIT_HEIGHTS`, :data:`SPLIT_SPACES`): each piece (a cell, a label, a value, a
-    column's line) becomes a paragraph of its own, and the pieces of consecutive lines that sit one above the
-    other and read as wrapped text are joined again (:func:`_wraps`), so a column reads down before the next
-    one starts while table cells and form fields stay apart. Last, a paragraph is cut between two lines that
-    are rows of a form or table (:func:`_cut_rows`).
+    word space (:data:`SPLIT_HEIGHTS`, :data:`SPLIT_SPACES`), or where a narrower gap lines up with gaps of
+    most of the paragraph's other lines (a table's gutter, :func:`_gutters`): each piece (a cell, a label, a
+    value, a column's line) becomes a paragraph of its own, and the pieces of consecutive lines that sit one
+    above the other and read as wrapped text are joined again (:func:`_wraps`), so a column reads down before
+    the next one starts while table cells and form fields stay apart. Last, a paragraph is cut between two
+    lines that are rows of a form or table (:func:`_cut_rows`).
 
     Tesseract also splits paragraphs too eagerly where line lengths vary; a paragraph whose last line runs to
     the right edge of its block without ending a sentence is joined with the next one of the same block
@@ -316,7 +327,9 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     paragraphs: list[tuple[tuple[int, int] | None, list[list[int]]]] = []
     for key in sorted(lines):
         space = spaces.get(key[0], 0.0)
-        pieces = [_split_line(lines[key][n], boxes, space) for n in sorted(lines[key])]
+        in_order = [lines[key][n] for n in sorted(lines[key])]
+        gutters = _gutters(in_order, boxes, space)
+        pieces = [_split_line(line, boxes, space, gutters) for line in in_order]
         region = key[:2]
         whole = all(len(line) == 1 for line in pieces)
         listed = whole and _listed([line[0] for line in pieces], boxes)
@@ -422,13 +435,62 @@ def _word_spaces(
     return {page: float(statistics.median(found)) for page, found in gaps.items() if found}
 
 
-def _split_line(words: list[int], boxes: _Boxes, space: float) -> list[list[int]]:
+def _between(a: int, b: int, boxes: _Boxes) -> tuple[int, int]:
+    """The blank between neighbouring words ``a`` and ``b`` (either order), from left to right."""
+    return min(boxes.right[a], boxes.right[b]), max(boxes.left[a], boxes.left[b])
+
+
+def _gutter_gap(line: list[int], boxes: _Boxes, space: float) -> float:
+    return max(GUTTER_HEIGHTS * boxes.height(line), GUTTER_SPACES * space)
+
+
+def _gutters(lines: list[list[int]], boxes: _Boxes, space: float) -> list[tuple[int, int]]:
+    """The x ranges, left to right, that a paragraph's lines leave blank in a gap at least
+    :func:`_gutter_gap` wide in :data:`GUTTER_MIN_LINES` lines and :data:`GUTTER_SHARE` of them: the
+    gutters between a table's columns, even where they are narrower than :data:`SPLIT_HEIGHTS` word heights.
+    One sweep over the gaps' edges: linear plus sorting."""
+    if len(lines) < GUTTER_MIN_LINES:
+        return []
+    events: list[tuple[int, int]] = []
+    for line in lines:
+        wide = _gutter_gap(line, boxes, space)
+        for a, b in itertools.pairwise(line):
+            if boxes.gap(a, b) >= wide:
+                x0, x1 = _between(a, b, boxes)
+                events += [(x0, 1), (x1, -1)]
+    need = max(GUTTER_MIN_LINES, math.ceil(len(lines) * GUTTER_SHARE))
+    events.sort()  # at one x, an end (-1) before a start: touching gaps do not add up
+    found: list[tuple[int, int]] = []
+    count, start = 0, 0
+    for x, step in events:
+        if count >= need and x > start:  # [start, x] lies in enough gaps
+            if found and found[-1][1] == start:
+                found[-1] = (found[-1][0], x)
+            else:
+                found.append((start, x))
+        count += step
+        start = x
+    return found
+
+
+def _split_line(
+    words: list[int], boxes: _Boxes, space: float, gutters: Sequence[tuple[int, int]] = ()
+) -> list[list[int]]:
     """A line's words (in Tesseract's reading order) cut into pieces where two neighbours are further apart
-    than :data:`SPLIT_HEIGHTS` word heights and :data:`SPLIT_SPACES` word spaces."""
+    than :data:`SPLIT_HEIGHTS` word heights and :data:`SPLIT_SPACES` word spaces, or where their gap is a
+    table's gutter (one of ``gutters``, see :func:`_gutters`)."""
     limit = max(SPLIT_HEIGHTS * boxes.height(words), SPLIT_SPACES * space)
+    wide = _gutter_gap(words, boxes, space)
+    starts = [x0 for x0, _ in gutters]
     pieces = [[words[0]]]
     for before, word in itertools.pairwise(words):
-        if boxes.gap(before, word) > limit:
+        gap = boxes.gap(before, word)
+        cut = gap > limit
+        if not cut and gutters and gap >= wide:
+            x0, x1 = _between(before, word, boxes)
+            k = bisect.bisect_left(starts, x1) - 1  # the last gutter starting left of the gap's end
+            cut = k >= 0 and gutters[k][1] > x0
+        if cut:
             pieces.append([word])
         else:
             pieces[-1].append(word)

@@ -201,6 +201,16 @@ def _table_tsv(n: int) -> str:
     return "\n".join(rows)
 
 
+def _narrow_table_tsv(n: int) -> str:
+    """About ``n`` characters of TSV: one paragraph of table rows of 40 cells 20 px apart (under the line
+    cut, over the gutter width): every gap a gutter."""
+    rows, line = [_HEADER], 0
+    while sum(len(r) for r in rows) < n:
+        line += 1
+        rows += [_row(1, 1, line, c, 100 + 80 * c, 40 * line, 60, "cell") for c in range(40)]
+    return "\n".join(rows)
+
+
 def _wide_line_tsv(n: int) -> str:
     """Two lines of many pieces each (every word far from the next): the sweep between lines."""
     rows, word = [_HEADER], 0
@@ -234,7 +244,13 @@ def test_layout_grouping_is_linear_in_the_words() -> None:
     def work(tsv: str) -> object:
         return ocr.blocks_from_data(_tesseract._columns(tsv))
 
-    inputs = {"table": _table_tsv, "wide line": _wide_line_tsv, "columns": _prose_tsv, "form": _form_tsv}
+    inputs = {
+        "table": _table_tsv,
+        "narrow table": _narrow_table_tsv,
+        "wide line": _wide_line_tsv,
+        "columns": _prose_tsv,
+        "form": _form_tsv,
+    }
     assert_linear(work, inputs, 20_000, repeats=3)
 
 
@@ -370,3 +386,51 @@ def test_only_lines_that_end_and_start_as_items_are_read_as_a_list() -> None:
     assert texts(commas) == [" ".join(commas)]
     two = ["John Smith", "Oak Street"]
     assert len(texts(two)) == 1
+
+
+NARROW_TABLE = [
+    ["Item", "Quantity", "Price", "Total"],
+    ["Apples", "Three", "Cheap", "Ninety"],
+    ["Bread", "Seven", "Costly", "Twelve"],
+    ["Milk", "Two", "Fair", "Eight"],
+]
+
+
+def narrow_table_image(gutter: int) -> Image.Image:
+    """Four rows of four cells, each column ``gutter`` px right of the widest cell before it (30 px is
+    about one em of the 30 px font), no rules."""
+    image = Image.new("RGB", (1100, 360), "white")
+    draw, face = ImageDraw.Draw(image), font(30)
+    xs = [60]
+    for column in range(1, 4):
+        widest = max(draw.textlength(row[column - 1], font=face) for row in NARROW_TABLE)
+        xs.append(xs[-1] + int(widest) + gutter)
+    for row, cells in enumerate(NARROW_TABLE):
+        for column, text in enumerate(cells):
+            draw.text((xs[column], 40 + 60 * row), text, font=face, fill="black")
+    return image
+
+
+@needs_tesseract
+@needs_font
+def test_table_cells_one_em_apart_are_separate_blocks() -> None:
+    """Gaps of about one em are under the line cut (two word heights), so each row came back partly
+    merged (``Quantity Price``, ``Apples Three Bread``); lined up over the rows they are a table's gutters."""
+    blocks = ocr.ocr_image(narrow_table_image(30), "eng")
+    assert [b.text for b in blocks] == [cell for row in NARROW_TABLE for cell in row]
+
+
+@needs_font
+def test_justified_prose_with_wide_spaces_is_not_cut_at_lined_up_gaps() -> None:
+    """Justified lines whose spaces are half an em wide, some of them lined up over three lines: no
+    gutter (a gutter's gap is at least 0.8 word heights wide, in most lines of the paragraph)."""
+    words = [
+        (1, line, 100 + 95 * k, 40 * line, 80, "word") for line in range(1, 5) for k in range(6)
+    ]  # gaps of 15 px between 20 px high words, all lined up
+    texts = [b.text for b in ocr.blocks_from_data(_tesseract._columns(_words(words)))]
+    assert texts == [" ".join(["word"] * 24)]
+    # the same paragraph with one column of 35 px gaps (over two word spaces, under the line cut of 45)
+    # lined up over all its lines is a table
+    wide = [(b, line, x + (20 if x > 300 else 0), y, w, t) for b, line, x, y, w, t in words]
+    cut = [b.text for b in ocr.blocks_from_data(_tesseract._columns(_words(wide)))]
+    assert cut == [" ".join(["word"] * 12)] * 2  # two columns, each read down
