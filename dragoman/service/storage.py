@@ -250,6 +250,18 @@ class Storage:
             result = obstore.get(self.store, key)
         return self._streamed(key, iter(result.stream(min_chunk_size=chunk_size)))
 
+    def open_range(self, key: str, start: int, end: int, *, chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
+        """Bytes ``start`` to ``end`` (exclusive; ``0 <= start < end <= size``) of the object, in chunks: a
+        ranged read of the store (a local file is read from ``start``, S3 answers a ``Range`` GET), so a
+        slice near the end of a large object costs only that slice. :class:`FileNotFoundError` when there is
+        none (raised at once)."""
+        check_key(key)
+        if not 0 <= start < end:
+            raise ValueError(f"empty or negative byte range {start}..{end}")
+        with _reaching(key):
+            result = obstore.get(self.store, key, options={"range": (start, end)})
+        return self._streamed(key, iter(result.stream(min_chunk_size=chunk_size)))
+
     @staticmethod
     def _streamed(key: str, chunks: Iterator[Any]) -> Iterator[bytes]:
         while True:

@@ -19,7 +19,9 @@
 * ``GET /api/v1/dub/{job_id}``: :class:`DubStatus` (spec 2.9: "Dub job: fields not shown"; this is the
   contract).
 * ``GET /api/v1/dub/{job_id}/srt|vtt|txt|bilingual-srt`` (``?lang=`` the target (default) or the source
-  language), ``/video`` and ``/audio``: the done child's files, at no credit cost.
+  language), ``/video`` and ``/audio``: the done child's files, at no credit cost. Each takes one
+  ``Range: bytes=a-b`` / ``bytes=a-`` / ``bytes=-n`` (206 with ``Content-Range``; 416 with
+  ``Content-Range: bytes */size`` past the end; several ranges get the whole file): :mod:`._ranges`.
 
 Credits: 150 a minute per target language on the probed duration (``dub_jobs``' notes; a URL dub reserves
 once its engine job has fetched and probed the media, so its 202 says null); quote with
@@ -31,7 +33,6 @@ once its engine job has fetched and probed the media, so its 202 says null); quo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -39,7 +40,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from dragoman.errors import InvalidRequest, JobNotFound
 from dragoman.server._http import ApiRoute, QueryParam, model_response
@@ -52,6 +53,7 @@ from dragoman.server.hosted._common import (
 )
 from dragoman.server.hosted._gate import Reservation, authenticate, idempotent
 from dragoman.server.hosted._models import parse_model
+from dragoman.server.hosted._ranges import RANGE_NOT_SATISFIABLE, file_response, openapi_ranged
 from dragoman.service import dub_jobs, engine_batches, idempotency, jobs, media_store
 from dragoman.service.usage import iso_ms
 
@@ -319,18 +321,14 @@ def _download_for(segment: str) -> Any:
             size = await anyio.to_thread.run_sync(storage.size, stored)
         except FileNotFoundError:
             raise JobNotFound(f"the {segment} of dub job {job.id} is no longer kept (30 days)") from None
-
-        def stream() -> Iterator[bytes]:
-            yield from storage.open_stream(stored)
-
         filename = Path(stored).name
-        return StreamingResponse(
-            stream(),
+        return file_response(  # Range: one byte range gets a 206 (a video element seeking), see _ranges
+            request,
+            storage,
+            stored,
+            size,
             media_type=dub_jobs.media_type(name, stored),
-            headers={
-                "Content-Disposition": f'attachment; filename="{filename}"',
-                "Content-Length": str(size),
-            },
+            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )
 
     what = {
@@ -438,7 +436,7 @@ def _routes() -> list[ApiRoute]:
                 method="GET",
                 response=bytes,
                 response_description=f"the {segment} file (Content-Disposition: attachment)",
-                errors=(*auth, InvalidRequest, UnknownLanguage, JobNotFound),
+                errors=(*auth, InvalidRequest, UnknownLanguage, JobNotFound, RANGE_NOT_SATISFIABLE),
                 query=[QueryParam("lang", str, "the target (default) or the source language")]
                 if subtitle
                 else [],
@@ -479,7 +477,8 @@ def openapi_fixups(paths: dict[str, Any]) -> None:
     if "200" in responses:
         responses["202"] = responses.pop("200")
     for segment, name in ARTIFACTS.items():
-        answer = paths[f"/api/v1/dub/{{job_id}}/{segment}"]["get"]["responses"]["200"]
+        operation = paths[f"/api/v1/dub/{{job_id}}/{segment}"]["get"]
+        answer = operation["responses"]["200"]
         if name in dub_jobs.SUBTITLE_FORMATS:
             types = [dub_jobs.MEDIA_TYPES[name].split(";")[0]]
         elif name == "video":
@@ -491,6 +490,7 @@ def openapi_fixups(paths: dict[str, Any]) -> None:
             "description": "attachment; filename=<name>.<lang>.<ext>",
             "schema": {"type": "string"},
         }
+        openapi_ranged(operation, answer["content"])
     quote = paths["/api/v1/quote"]["post"]
     quote["description"] = (
         quote.get("description", "")
