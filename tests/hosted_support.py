@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+from db_support import DbBackend
 from support import isolated_settings
 
 from dragoman.server.hosted.app import create_app
@@ -20,6 +21,8 @@ from dragoman.settings import Settings
 from dragoman.testing.daemon import BackgroundDaemon
 
 if TYPE_CHECKING:
+    from dragoman.testing.postgres import PostgresServer
+    from dragoman.testing.s3_server import S3Server
     from dragoman.translation.engine import Engine
 
 
@@ -36,6 +39,7 @@ class Hosted:
     key: str
     key_id: str
     made: list[str] = field(default_factory=list)
+    worker: WorkerThread | None = None  # the scaled mode's Procrastinate worker
 
     def client(self, key: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key or self.key}"} if key != "" else {}
@@ -50,6 +54,8 @@ class Hosted:
         return made.key, made.key_id
 
     def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
         self.daemon.stop()
 
 
@@ -137,3 +143,92 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# ----- the scaled mode (issue 13): PostgreSQL + Procrastinate + Redis + S3 ----------------------------------
+class ScaledBackend(DbBackend):
+    """``db_backend``'s ``scaled`` mode (tests marked ``scaled``; tests/hosted/conftest.py): the session's
+    PostgreSQL, and for the service ``DRAGOMAN_DISPATCH=procrastinate`` with a Procrastinate worker in a
+    thread of the test process (:class:`WorkerThread`), the limiter on the session's Redis and the files in a
+    fresh bucket of the session's moto S3 server."""
+
+    def __init__(self, server: PostgresServer, redis_url: str, s3: S3Server) -> None:
+        super().__init__("postgresql", server)
+        self.redis_url = redis_url
+        self.s3 = s3
+
+    def service_options(self, db_url: str) -> dict[str, Any]:
+        """The settings of a scaled service over ``db_url`` (Procrastinate's schema applied to it)."""
+        from dragoman.service import dispatch
+
+        db = Database(db_url)
+        try:
+            dispatch.apply_schema(db)
+        finally:
+            db.dispose()
+        return {
+            "dispatch": "procrastinate",
+            "ratelimit_uri": self.redis_url,
+            "store_url": f"s3://{self.s3.create_bucket()}/svc",
+            "s3_endpoint": self.s3.endpoint,
+            "s3_region": "us-east-1",
+        }
+
+
+class WorkerThread:
+    """A ``dragoman hosted worker`` inside the test process: :class:`dragoman.service.worker.HostedWorker`
+    over the service's database, store and handlers (the session's engine), its Procrastinate worker on an
+    event loop of its own thread; :meth:`stop` cancels it (Procrastinate's graceful stop)."""
+
+    QUEUES = ("translate", "tts", "webhooks", "maintenance")
+
+    def __init__(self, hosted: Hosted) -> None:
+        from dragoman.service.worker import HostedWorker
+
+        state = hosted.app.state
+        handlers = {"translate": state.handler, "tts": state.tts_handler}
+        self.worker = HostedWorker(
+            hosted.settings, self.QUEUES, handlers=handlers, db=hosted.db, storage=state.storage, stalled_s=30
+        )
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="dragoman-test-worker", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import asyncio
+        import contextlib
+
+        async def work() -> None:
+            async with self.worker.app.open_async():
+                task = asyncio.ensure_future(
+                    self.worker.app.run_worker_async(
+                        queues=list(self.QUEUES),
+                        name=self.worker.owner,
+                        install_signal_handlers=False,
+                        delete_jobs="successful",
+                        shutdown_graceful_timeout=5,
+                        fetch_job_polling_interval=0.5,
+                    )
+                )
+                while not self._stop.is_set() and not task.done():
+                    await asyncio.sleep(0.05)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+        self.worker.runner.start()
+        if self.worker.dispatcher is not None:
+            self.worker.dispatcher.start()
+        try:
+            asyncio.run(work())
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+        finally:
+            self.worker.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "the test worker did not stop"
+        assert self.error is None, repr(self.error)

@@ -2,7 +2,14 @@
 temporary SQLite file and over a fresh PostgreSQL database (issue 13: ``start_hosted`` takes the
 parametrised ``db_backend`` fixture, so each test using it runs on both), with the job runner and webhook
 dispatcher running, a real engine (provenance 'server': Apertium eng<->spa and a tiny CTranslate2 pack
-en->de), and accounts and keys made through :mod:`dragoman.service.accounts`."""
+en->de), and accounts and keys made through :mod:`dragoman.service.accounts`.
+
+A test marked ``scaled`` (test_hosted_api.py, test_hosted_more.py, test_hosted_tts.py) also runs in the
+scaled mode (issue 13), from the same ``db_backend`` parameter: PostgreSQL,
+``DRAGOMAN_DISPATCH=procrastinate`` with a Procrastinate worker in a thread of the test process (queues
+translate, tts, webhooks, maintenance), the rate limiter on the session's Redis, files in a fresh bucket of
+the session's moto S3 server. That mode is marked slow; it skips, saying why, only when Redis or PostgreSQL
+cannot run here."""
 
 from __future__ import annotations
 
@@ -12,10 +19,64 @@ from typing import Any
 
 import httpx
 import pytest
-from db_support import DbBackend
-from hosted_support import Hosted, StartHosted, make_engine, start_service
+from db_support import BACKENDS, DbBackend, backend_for
+from hosted_support import Hosted, ScaledBackend, StartHosted, WorkerThread, make_engine, start_service
 
 from dragoman.translation.engine import Engine
+
+#: ``db_backend``'s third mode, for the tests marked ``scaled``: PostgreSQL, Procrastinate, Redis and S3.
+SCALED = "scaled"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "scaled: a hosted test that also runs in the scaled mode (PostgreSQL, Procrastinate worker, Redis "
+        "limiter, S3 store: tests/hosted/conftest.py); slow",
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test here using ``db_backend`` runs on ``sqlite`` and ``postgresql``; one marked ``scaled`` on
+    ``scaled`` too."""
+    if "db_backend" in metafunc.fixturenames:
+        modes: list[Any] = list(BACKENDS)
+        if metafunc.definition.get_closest_marker("scaled"):
+            modes.append(pytest.param(SCALED, marks=pytest.mark.slow))
+        metafunc.parametrize("db_backend", modes, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def scaled_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    """The session's Redis (its URL) and moto S3 server, for the scaled mode; skips, saying why, when Redis
+    cannot run here."""
+    from scale_support import start_redis
+
+    from dragoman.testing.s3_server import S3Server
+
+    redis = start_redis()
+    s3 = S3Server().start()
+    try:
+        yield redis.url, s3
+    finally:
+        s3.stop()
+        redis.cleanup()
+
+
+@pytest.fixture
+def db_backend(request: pytest.FixtureRequest) -> Iterator[DbBackend]:
+    """tests/conftest.py's ``db_backend`` (sqlite, postgresql) with the ``scaled`` mode added for the tests
+    marked ``scaled``; parametrised by :func:`pytest_generate_tests`."""
+    if request.param == SCALED:
+        redis_url, s3 = request.getfixturevalue("scaled_services")
+        backend: DbBackend = ScaledBackend(request.getfixturevalue("postgres_server"), redis_url, s3)
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        for name, value in s3.environ.items():  # S3 credentials come from the standard AWS_* variables
+            monkeypatch.setenv(name, value)
+    else:
+        backend = backend_for(request)
+    yield backend
+    backend.close()
 
 
 @pytest.fixture(scope="session")
@@ -39,8 +100,13 @@ def start_hosted(
         data = data_dir or tmp_path / "hosted"
         if db_backend.is_postgres and options.get("db_url") is None:
             options["db_url"] = db_backend.url(data)
+        scaled = isinstance(db_backend, ScaledBackend)
+        if isinstance(db_backend, ScaledBackend):
+            options = {**db_backend.service_options(options["db_url"]), **options}
         service = start_service(engine, root, data, **options)
         running.append(service)
+        if scaled and options.get("workers", True):
+            service.worker = WorkerThread(service)
         return service
 
     yield start

@@ -19,7 +19,7 @@ from support import needs_apertium
 
 from dragoman.service import accounts, jobs
 
-pytestmark = needs_apertium
+pytestmark = [needs_apertium, pytest.mark.scaled]  # scaled: also PostgreSQL+Procrastinate+Redis+S3
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 LONG = "The cat sleeps on the warm mat. " * 20  # 640 characters: a job

@@ -28,7 +28,7 @@ from dragoman.service import accounts, idempotency, migrate
 from dragoman.service.db import Database
 from dragoman.service.ratelimit import RateLimiter
 
-pytestmark = needs_apertium
+pytestmark = [needs_apertium, pytest.mark.scaled]  # scaled: also PostgreSQL+Procrastinate+Redis+S3
 LONG = "The cat sleeps on the warm mat. " * 20
 
 

@@ -24,6 +24,8 @@ from dragoman.media.audio import read_wav
 from dragoman.service import accounts, billing
 from dragoman.speech.tts.synth import Synthesizer
 
+pytestmark = pytest.mark.scaled  # also in the scaled mode: PostgreSQL+Procrastinate+Redis+S3
+
 SENTENCE = "The quick brown fox jumps over the lazy dog. "
 
 
