@@ -12,8 +12,16 @@
 - **Loudness**: the mix's integrated loudness (ITU-R BS.1770-4, the same measure as
   :func:`~dragoman.media.audio.loudness_lufs`, here chunk by chunk) gives the gain to
   ``DubOptions.loudness_lufs`` (at most :data:`MAX_GAIN_DB` up, so near-silence is not blown up into
-  noise); ffmpeg applies it with a look-ahead limiter holding sample peaks at :data:`PEAK_LIMIT` (−1.5 dBFS,
-  which keeps true peaks about −1 dBTP) while encoding (:func:`audio_filter`)."""
+  noise). :func:`limit_file` applies that gain to the raw mix and holds its **true peak** at
+  :data:`TRUE_PEAK_DBTP` (−1 dBTP), streamed block by block before ffmpeg encodes it.
+- **True-peak limiter** (:func:`true_peak_limit`): the peak is measured as ITU-R BS.1770-4 Annex 2 measures
+  a true peak, on the signal oversampled 4× (here a Kaiser-windowed sinc interpolator, 16 taps a phase, for
+  the three points between two samples), so inter-sample peaks count, not only sample peaks (a sine at a
+  quarter of the rate sampled 45° off its crest has sample peaks 3 dB under its true peak). The gain at
+  each sample is at most ceiling / true peak over the :data:`LIMIT_ATTACK_S` ahead and
+  :data:`LIMIT_HOLD_S` behind, eased in and out linearly over :data:`LIMIT_ATTACK_S` (a look-ahead limiter:
+  no delay, no clicks). Cost: linear in the length; memory: one block plus its context either side. The
+  ceiling is that of the PCM handed to the encoder: AAC or Opus may add a few tenths of a dB of their own."""
 
 from __future__ import annotations
 
@@ -38,8 +46,17 @@ CHUNK_SECONDS = 10.0
 RAMP_SECONDS = 0.05
 #: The most the mix is raised toward the loudness target (dB).
 MAX_GAIN_DB = 20.0
-#: Sample peak ceiling of the limiter (linear; −1.5 dBFS).
-PEAK_LIMIT = 0.84
+#: The limiter's true-peak ceiling (dBTP: the peak of the signal oversampled 4×, BS.1770-4 Annex 2).
+TRUE_PEAK_DBTP = -1.0
+#: The limiter's look-ahead (and its ease in and out), and how long it holds a reduction after a peak (s).
+LIMIT_ATTACK_S = 0.005
+LIMIT_HOLD_S = 0.02
+#: True-peak interpolation: points per sample, input samples either side of a point, Kaiser window beta.
+OVERSAMPLE = 4
+_TP_TAPS = 16
+_TP_BETA = 8.0
+#: Samples the limiter works on at a time in :func:`limit_file`.
+_LIMIT_BLOCK = 480_000
 #: Seconds of preceding audio the K-weighting of a chunk sees, and of zeros after it (the filter's impulse
 #: response has fallen below 1e-9 of its peak within about 0.2 s).
 _K_CONTEXT_S = 0.5
@@ -270,6 +287,113 @@ def gain_to(measured: float, target: float, *, lines: int) -> float:
     return float(min(MAX_GAIN_DB, target - measured))
 
 
-def audio_filter(gain_db: float) -> str:
-    """The ffmpeg filter that applies ``gain_db`` and limits peaks to :data:`PEAK_LIMIT` (no delay)."""
-    return f"volume={gain_db:.2f}dB,alimiter=limit={PEAK_LIMIT}:level=0:latency=1"
+# ----- the true-peak limiter ----------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def _tp_phases() -> npt.NDArray[np.float64]:
+    """The interpolator: row j - 1 gives the point j / :data:`OVERSAMPLE` after sample n from samples
+    n - taps + 1 .. n + taps (a Kaiser-windowed sinc, each row summing to 1)."""
+    i = np.arange(-_TP_TAPS + 1, _TP_TAPS + 1, dtype=np.float64)
+    rows = []
+    for j in range(1, OVERSAMPLE):
+        t = i - j / OVERSAMPLE
+        window = np.i0(_TP_BETA * np.sqrt(np.clip(1 - (t / _TP_TAPS) ** 2, 0.0, 1.0))) / np.i0(_TP_BETA)
+        h = np.sinc(t) * window
+        rows.append(h / h.sum())
+    return np.array(rows)
+
+
+def true_peaks(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per sample n, the largest magnitude of ``x`` oversampled :data:`OVERSAMPLE` times over [n, n + 1)
+    (the sample and the points after it; zeros outside ``x``): the true peak of BS.1770-4 Annex 2, sample by
+    sample."""
+    peaks = np.abs(x)
+    if len(x) == 0:
+        return peaks
+    padded = np.concatenate([np.zeros(_TP_TAPS - 1), x, np.zeros(_TP_TAPS)])
+    for h in _tp_phases():
+        np.maximum(peaks, np.abs(np.correlate(padded, h, mode="valid")), out=peaks)
+    return peaks
+
+
+def _sliding_min(a: npt.NDArray[np.float64], before: int, after: int) -> npt.NDArray[np.float64]:
+    """``out[n] = min(a[n - before .. n + after])`` (1 outside ``a``), in linear time (van Herk/Gil-Werman:
+    minima running forward and backward within blocks of the window's length)."""
+    size = before + after + 1
+    padded = np.concatenate([np.ones(before), a, np.ones(after)])
+    blocks = -(-len(padded) // size)
+    grid = np.concatenate([padded, np.ones(blocks * size - len(padded))]).reshape(blocks, size)
+    forward = np.minimum.accumulate(grid, axis=1).ravel()
+    backward = np.minimum.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()
+    out: npt.NDArray[np.float64] = np.minimum(backward[: len(a)], forward[size - 1 : size - 1 + len(a)])
+    return out
+
+
+def _boxcar(a: npt.NDArray[np.float64], half: int) -> npt.NDArray[np.float64]:
+    """The means of ``a`` over ``n - half .. n + half`` for n from ``half`` to ``len(a) - half - 1`` (the
+    windows wholly inside ``a``)."""
+    sums = np.concatenate([[0.0], np.cumsum(a)])
+    width = 2 * half + 1
+    out: npt.NDArray[np.float64] = (sums[width:] - sums[:-width]) / width
+    return out
+
+
+def _limit_reach(rate: int) -> tuple[int, int]:
+    """The limiter's ease (samples either side of the mean) and hold (samples)."""
+    return max(1, round(LIMIT_ATTACK_S * rate / 2)), max(1, round(LIMIT_HOLD_S * rate))
+
+
+def limit_context(rate: int) -> int:
+    """Samples either side of a sample that its limited value depends on (a block of :func:`limit_file`
+    reads this much more either side, so blocks join seamlessly)."""
+    half, hold = _limit_reach(rate)
+    return hold + 4 * half + 4 * _TP_TAPS
+
+
+def true_peak_limit(
+    x: npt.NDArray[np.float64], rate: int, ceiling_db: float = TRUE_PEAK_DBTP
+) -> npt.NDArray[np.float64]:
+    """``x`` with its true peak (4× oversampled) held at ``ceiling_db`` dBTP: the gain at each sample is at
+    most ceiling / true peak of every sample from :data:`LIMIT_HOLD_S` before it to the interpolator's reach
+    after it, the minimum eased over :data:`LIMIT_ATTACK_S` (so it starts falling that long before a peak).
+    Linear in ``len(x)``; ``x`` comes back as it is when nothing is over the ceiling."""
+    ceiling = 10 ** (ceiling_db / 20)
+    peaks = true_peaks(x)
+    if len(x) == 0 or float(peaks.max()) <= ceiling:
+        return x
+    need = np.minimum(1.0, ceiling / np.maximum(peaks, 1e-12))
+    half, hold = _limit_reach(rate)
+    # min over [n - half - hold, n + half + taps], then the mean over [n - half, n + half]: the gain at n is
+    # at most the need of every sample in [n - hold, n + taps] (the points the interpolation around n uses)
+    widened = np.concatenate([np.ones(half), need, np.ones(half)])  # so every mean below is of minima
+    gain = np.minimum(_boxcar(_sliding_min(widened, half + hold, half + 2 * _TP_TAPS), half), 1.0)
+    out: npt.NDArray[np.float64] = x * gain
+    return out
+
+
+def limit_file(
+    raw: Path,
+    out: Path,
+    gain_db: float,
+    *,
+    rate: int = MIX_RATE,
+    ceiling_db: float = TRUE_PEAK_DBTP,
+    context: JobContext | None = None,
+) -> None:
+    """Write ``raw`` (float32 mono) to ``out`` raised by ``gain_db`` with its true peak held at
+    ``ceiling_db`` (:func:`true_peak_limit`), a block at a time with :func:`limit_context` samples read either
+    side, so the result is that of the whole signal in bounded memory."""
+    total = raw.stat().st_size // 4
+    reach = limit_context(rate)
+    factor = 10 ** (gain_db / 20)
+    with raw.open("rb") as source, out.open("wb") as sink:
+        for a in range(0, total, _LIMIT_BLOCK):
+            if context is not None:
+                context.check()
+            b = min(total, a + _LIMIT_BLOCK)
+            lo, hi = max(0, a - reach), min(total, b + reach)
+            source.seek(lo * 4)
+            block = np.frombuffer(source.read((hi - lo) * 4), dtype="<f4").astype(np.float64) * factor
+            limited = true_peak_limit(block, rate, ceiling_db)
+            sink.write(limited[a - lo : b - lo].astype("<f4").tobytes())
+            del block, limited
+            release_freed_memory()

@@ -62,8 +62,8 @@ from dragoman.pipelines.dub.mix import (
     MIX_RATE,
     LineStore,
     PlacedLine,
-    audio_filter,
     gain_to,
+    limit_file,
     mix_to_file,
 )
 from dragoman.pipelines.dub.types import DubLine, DubOptions, DubOutputs, DubResult
@@ -391,9 +391,9 @@ def _raw_input(raw: Path) -> list[str]:
     return ["-f", "f32le", "-ar", str(MIX_RATE), "-ac", "1", "-i", str(raw)]
 
 
-def encode_audio(raw: Path, gain_db: float, out: Path, language: str, context: JobContext) -> None:
-    """The mix (raw float32) as AAC in an M4A at ``out``."""
-    args = ["-y", *_raw_input(raw), "-af", audio_filter(gain_db), "-c:a", "aac", *AAC_OPTIONS]
+def encode_audio(raw: Path, out: Path, language: str, context: JobContext) -> None:
+    """The mix (raw float32, its gain and true-peak limit already applied) as AAC in an M4A at ``out``."""
+    args = ["-y", *_raw_input(raw), "-c:a", "aac", *AAC_OPTIONS]
     args += ["-metadata:s:a:0", f"language={iso639_2(language)}", "-f", "ipod", str(out)]
     run_ffmpeg(args, timeout=FFMPEG_TIMEOUT, context=context)
 
@@ -402,7 +402,6 @@ def mux_video(
     media: Path,
     info: MediaInfo,
     raw: Path,
-    gain_db: float,
     encoded: Path,
     out: Path,
     *,
@@ -429,7 +428,7 @@ def mux_video(
         args += ["-map", f"{k + 2}:s:0"]
     args += ["-c:v", "copy"]
     if opus:
-        args += ["-filter:a:0", audio_filter(gain_db), "-c:a:0", "libopus", "-b:a:0", AUDIO_BITRATE]
+        args += ["-c:a:0", "libopus", "-b:a:0", AUDIO_BITRATE]
     else:
         args += ["-c:a:0", "copy"]
     args += ["-metadata:s:a:0", f"language={iso639_2(language)}", "-disposition:a:0", "default"]
@@ -607,6 +606,11 @@ def dub_file(
         finally:
             store.close()
         gain_db = gain_to(measured, options.loudness_lufs, lines=len(lines))
+        # the gain applied and the true peak held at -1 dBTP (mix.limit_file), streamed, before encoding
+        limited = folder / "mix.limited.f32"
+        limit_file(raw, limited, gain_db, context=_quiet(context))
+        raw.unlink()
+        raw = limited
         _mark(context, "mix", "mux")
         clock.lap("mix")
 
@@ -622,7 +626,7 @@ def dub_file(
         quiet = _quiet(context)
         with contextlib.ExitStack() as stack:
             encoded = stack.enter_context(atomic_output(plan.audio, overwrite=overwrite))
-            encode_audio(raw, gain_db, encoded, language, quiet)
+            encode_audio(raw, encoded, language, quiet)
             if plan.video is not None:
                 partial = stack.enter_context(atomic_output(plan.video, overwrite=overwrite))
                 if lines:
@@ -630,7 +634,6 @@ def dub_file(
                         path,
                         info,
                         raw,
-                        gain_db,
                         encoded,
                         partial,
                         language=language,
