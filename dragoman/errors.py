@@ -123,6 +123,11 @@ class PipelineBroken(BackendError):
     code = "pipeline_broken"
 
 
+class PipelineSilent(PipelineBroken):
+    """A chain of processes (an Apertium pipeline) went idle without answering a block it was sent: a
+    stage swallowed it. The pipeline must be restarted."""
+
+
 class Cancelled(DragomanError):
     """The caller cancelled the work (an MCP client, a job runner); it stopped at its next chunk."""
 

@@ -84,6 +84,11 @@ def _note(pack_id: str, code: str, count: int) -> str:
     """A result warning for what a backend noted while translating one hop."""
     if code == "unknown_words":
         return f"unknown_words: {pack_id} left {count} word(s) it does not know untranslated"
+    if code == "untranslated_segments":
+        return (
+            f"untranslated_segments: {pack_id} broke on {count} segment(s) (a stage crashed or answered "
+            "nothing); they are left as written"
+        )
     return f"{code}: {pack_id} reported {count}"
 
 

@@ -266,9 +266,11 @@ def test_the_modes_left_out_are_still_broken(stem: str) -> None:
     try:
         (out,) = backend.translate_batch_detailed([(text,)], source, "hrv_Latn")
     except BackendError:
-        return  # the pipeline dies (rus-*: the tagger's SIGSEGV)
+        return  # the pipeline dies on everything
     finally:
         backend.close()
+    if out.untranslated:
+        return  # the pipeline dies on the sentence (rus-*: the tagger crashes), which is left as written
     # Every word marked or left as a lemma with tags: when Debian fixes a pair, this fails; take it out of
     # UNUSABLE_MODES then.
     broken = len(out.unknown_words) > len(text.split()) // 3 or bool(_ARTEFACTS.search(out.text))

@@ -8,6 +8,12 @@ A :class:`PipelinePool` keeps at most ``max_pipelines`` pipelines warm (each is 
 never closed under its caller; when every pipeline is in use, a caller needing a new one waits for one to
 be released (at most its timeout, then :class:`~dragoman.errors.EngineTimeout`). Closed pipelines' processes
 are waited for (no zombies).
+
+While :meth:`Pipeline.exchange` waits for an answer it looks at the stages every ``_TICK``: one that exited
+is PipelineBroken at once (not at the timeout), and all of them asleep without spending CPU time for
+``SILENT_SECONDS`` with a block unanswered is PipelineSilent (a stage swallowed the block; read from Linux's
+``/proc``, elsewhere only the timeout applies). The backend then restarts the pipeline and isolates the
+segment (see ``backends.apertium``).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from dragoman.errors import BackendError, EngineTimeout, PipelineBroken, PipelineStuck
+from dragoman.errors import BackendError, EngineTimeout, PipelineBroken, PipelineSilent, PipelineStuck
 from dragoman.limits import APERTIUM_IDLE_SECONDS, APERTIUM_MAX_PIPELINES
 
 log = logging.getLogger("dragoman.translation.apertium")
@@ -33,6 +39,49 @@ log = logging.getLogger("dragoman.translation.apertium")
 INSTALL_HINT = "install Apertium and the pair, e.g. `sudo apt-get install apertium apertium-eng-spa`"
 _READ_SIZE = 1 << 16
 _STDERR_KEEP = 4096
+#: How often a wait for an answer looks at the stages: whether one exited, whether all are idle (seconds).
+_TICK = 0.1
+#: How long every stage may sit idle (asleep, no CPU time spent) with a block unanswered before the block
+#: is taken as swallowed (Debian's hbs-mkd answers nothing for `Crna Gora`). A working stage spends CPU
+#: time or waits in the run queue or on the disk, none of which is idle, so a loaded machine does not
+#: trip this; it only needs to outlast the few milliseconds a block spends between two stages' pipes.
+SILENT_SECONDS = 1.0
+
+
+class _Idleness:
+    """How long every stage of a pipeline has been asleep without spending CPU time (Linux ``/proc``;
+    elsewhere never idle, and only the timeout applies)."""
+
+    def __init__(self, pids: tuple[int, ...]) -> None:
+        self.pids = pids
+        self.since = time.monotonic()
+        self.ticks: int | None = None
+
+    def reset(self) -> None:
+        self.since, self.ticks = time.monotonic(), None
+
+    def for_seconds(self, now: float) -> float:
+        ticks = _cpu_ticks_if_idle(self.pids)
+        if ticks is None or ticks != self.ticks:
+            self.since, self.ticks = now, ticks
+            return 0.0
+        return now - self.since
+
+
+def _cpu_ticks_if_idle(pids: tuple[int, ...]) -> int | None:
+    """The CPU time (clock ticks) the processes spent, or None when one is running, waiting on the disk
+    or cannot be read."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        if fields[0] not in (b"S", b"T", b"t"):  # R running or runnable, D disk, Z exited (seen by poll)
+            return None
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total
 
 
 class Pipeline:
@@ -100,25 +149,49 @@ class Pipeline:
                     buf += chunk
                     del buf[:-_STDERR_KEEP]
 
-    def exchange(self, blocks: list[bytes], timeout: float) -> list[bytes]:
-        """Write every block and read as many back; ``timeout`` bounds the wait for each next block."""
-        results: list[bytes] = []
+    def exchange(
+        self,
+        blocks: list[bytes],
+        timeout: float,
+        answered: list[bytes] | None = None,
+        *,
+        silence: float = SILENT_SECONDS,
+    ) -> list[bytes]:
+        """Write every block and read as many back; ``timeout`` bounds the wait for each next block.
+
+        The answers are appended to ``answered`` as they come (a caller keeps those when a later block
+        fails). A stage that exits is seen within ``_TICK`` seconds (PipelineBroken), and a pipeline whose
+        stages all sit idle for ``silence`` seconds with a block unanswered (PipelineSilent: a stage
+        swallowed it) too; ``timeout`` is for a pipeline that keeps working and answers nothing."""
+        results: list[bytes] = answered if answered is not None else []
+        base = len(results)
         pending = bytearray()
         first = self.sequence
         self.sequence += len(blocks)
         payload = memoryview(b"".join(b"%b[%d]\0" % (block, first + i) for i, block in enumerate(blocks)))
         written = 0
+        idle = _Idleness(self.pids)
         with selectors.DefaultSelector() as sel:
             sel.register(self.out_fd, selectors.EVENT_READ)
             if sel.select(0):
                 raise PipelineBroken("the pipeline had output left over from an earlier call")
             sel.register(self.in_fd, selectors.EVENT_WRITE)
             deadline = time.monotonic() + timeout
-            while len(results) < len(blocks):
-                remaining = deadline - time.monotonic()
+            while len(results) - base < len(blocks):
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     raise PipelineStuck(f"no block came back in {timeout:g} s")
-                for key, _ in sel.select(remaining):
+                events = sel.select(min(remaining, _TICK))
+                if not events:
+                    self._check_stages()
+                    if silence > 0 and idle.for_seconds(now) >= silence:
+                        raise PipelineSilent(
+                            f"every stage sat idle for {silence:g} s without answering block "
+                            f"{len(results) - base + 1} of {len(blocks)}"
+                        )
+                    continue
+                for key, _ in events:
                     if key.fd == self.in_fd:
                         try:
                             written += os.write(self.in_fd, payload[written : written + _READ_SIZE])
@@ -131,11 +204,13 @@ class Pipeline:
                         continue
                     chunk = os.read(self.out_fd, _READ_SIZE)
                     if not chunk:
+                        self._check_stages(grace=0.2)
                         raise PipelineBroken("the pipeline closed its output")
+                    idle.reset()
                     start = len(pending)
                     pending += chunk
                     while (end := pending.find(b"\0", start)) >= 0:
-                        marker = b"[%d]" % (first + len(results))
+                        marker = b"[%d]" % (first + len(results) - base)
                         if not pending[:end].endswith(marker):
                             raise PipelineBroken(
                                 f"the pipeline answered out of step: {bytes(pending[:end])[-80:]!r}"
@@ -144,9 +219,22 @@ class Pipeline:
                         del pending[: end + 1]
                         start = 0
                         deadline = time.monotonic() + timeout
-        if pending or len(results) != len(blocks):
+        if pending or len(results) - base != len(blocks):
             raise PipelineBroken("the pipeline answered more blocks than it was sent")
-        return results
+        return results[base:]
+
+    def _check_stages(self, grace: float = 0.0) -> None:
+        """PipelineBroken naming the first stage that exited (waiting up to ``grace`` for one to)."""
+        deadline = time.monotonic() + grace
+        while True:
+            for argv, proc in zip(self.commands, self.procs, strict=True):
+                code = proc.poll()
+                if code is not None:
+                    how = f"signal {-code}" if code < 0 else f"code {code}"
+                    raise PipelineBroken(f"stage `{shlex.join(argv)}` ended ({how})")
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.02)
 
     def failure(self) -> str:
         """What went wrong, from the stages' exit codes and stderr (after they are stopped)."""

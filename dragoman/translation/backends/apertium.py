@@ -20,6 +20,17 @@ Formatted spans from documents (``<1>big</1>``) travel as word-bound blanks wher
 (3.8: ``apertium-wblank-attach``/``-detach`` stages are added as ``apertium-wblank-mode`` adds them), so
 the formatting moves with its words when Apertium reorders them (see ``_apertium_inline``). The process
 chain itself is ``_apertium_pipeline.Pipeline``.
+
+A segment the pipeline breaks on (Debian's ukr-rus tagger aborts on ``Литва``; hbs-mkd swallows
+``Crna Gora`` and answers nothing) does not fail the batch: a stage that exits is seen at once, a pipeline
+whose stages all sit idle with a block unanswered within ``SILENT_SECONDS``; the answers read so far are
+kept, the pipeline restarts and the first unanswered segment is sent alone. When it breaks the pipeline
+alone too and an empty block then passes (so the pipeline works), the segment is returned **as written**,
+marked ``untranslated`` and counted in the batch's ``untranslated_segments`` note (a result warning), the
+way a translation service leaves what it cannot translate in place rather than failing the request; the
+one-shot ``apertium`` command is no fallback (it prints nothing, or crashes, on the same input). The other
+segments go on as a batch. A pipeline that breaks on an empty block too is broken: BackendError, as before;
+one that keeps working without answering for ``timeout`` seconds: EngineTimeout, as before.
 """
 
 from __future__ import annotations
@@ -55,6 +66,8 @@ from dragoman.translation.types import BatchOutput, Pieces, Protected
 log = logging.getLogger("dragoman.translation.apertium")
 
 DEFAULT_TIMEOUT = 30.0
+#: The note (:class:`BatchOutput`) counting the segments left as written because the pipeline broke on them.
+UNTRANSLATED_SEGMENTS = "untranslated_segments"
 #: Tools that take no ``-z`` (apertium-apy's list); everything else in a mode gets it.
 _NO_NULL_FLUSH = re.compile(r"(vislcg3|cg-mwesplit|hfst-tokeni[sz]e|divvun-suggest|apertium-wblank-\w+)$")
 # Apertium 3.8's word-bound blank stages, placed as `apertium-wblank-mode` places them: attach after the
@@ -115,6 +128,9 @@ class ApertiumOutput:
 
     text: str
     unknown_words: tuple[str, ...] = ()
+    #: The pipeline broke on this segment (a stage crashed or swallowed it): ``text`` is the source as
+    #: written, and ``untranslated_segments`` in the batch's notes counts it.
+    untranslated: bool = False
 
 
 def parse_mode_name(stem: str) -> tuple[str, str, str | None] | None:
@@ -528,7 +544,11 @@ class ApertiumBackend:
         """The translations, and ``unknown_words`` in the notes: how many words were left untranslated."""
         outputs = self.translate_batch_detailed(batch, source, target)
         unknown = sum(len(out.unknown_words) for out in outputs)
-        return BatchOutput(tuple(out.text for out in outputs), {"unknown_words": unknown} if unknown else {})
+        failed = sum(out.untranslated for out in outputs)
+        notes = {"unknown_words": unknown} if unknown else {}
+        if failed:
+            notes[UNTRANSLATED_SEGMENTS] = failed
+        return BatchOutput(tuple(out.text for out in outputs), notes)
 
     def translate_batch_detailed(
         self, batch: Sequence[Pieces], source: str, target: str
@@ -539,6 +559,7 @@ class ApertiumBackend:
                 f"pack {self.pack_id} translates {self.mode.source}->{self.mode.target}, "
                 f"not {source}->{target}; route the request through a pack for that pair"
             )
+        original = batch
         if self.mode.script_in == "Cyrl":
             batch = [tuple(cyrl_to_latn(p) if isinstance(p, str) else p for p in pieces) for pieces in batch]
         rewrite = latn_to_cyrl if self.mode.script_out == "Cyrl" else None
@@ -554,7 +575,11 @@ class ApertiumBackend:
         ]
         texts: dict[int, ApertiumOutput] = {}
         retry: list[int] = []
+        failed = ApertiumOutput("", (), untranslated=True)
         for i, ((prep, _), (_, ids), answer) in enumerate(zip(todo, bound, self._run(sent), strict=True)):
+            if answer is None:
+                texts[i] = failed
+                continue
             decoded = answer.decode("utf-8", "replace")
             out = reformat(
                 unbind_words(decoded) if ids else decoded,
@@ -568,13 +593,25 @@ class ApertiumBackend:
                     continue
             texts[i] = out
         for i, answer in zip(retry, self._run([todo[i][1] for i in retry]) if retry else [], strict=True):
-            texts[i] = reformat(
-                answer.decode("utf-8", "replace"), collapse_spaces=todo[i][0].collapse_spaces, rewrite=rewrite
+            texts[i] = (
+                failed
+                if answer is None
+                else reformat(
+                    answer.decode("utf-8", "replace"),
+                    collapse_spaces=todo[i][0].collapse_spaces,
+                    rewrite=rewrite,
+                )
             )
         done = iter(texts[i] for i in range(len(todo)))
         outputs: list[ApertiumOutput] = []
-        for prep in prepared:
+        for prep, pieces in zip(prepared, original, strict=True):
             out = next(done) if prep.block is not None else ApertiumOutput(prep.fixed)
+            if out.untranslated:  # the source as written (before any script conversion)
+                as_written = _prepare(pieces)
+                outputs.append(
+                    ApertiumOutput(as_written.lead + as_written.fixed + as_written.trail, (), True)
+                )
+                continue
             outputs.append(ApertiumOutput(prep.lead + out.text + prep.trail, out.unknown_words))
         return outputs
 
@@ -582,32 +619,65 @@ class ApertiumBackend:
         log.debug("starting Apertium pipeline %s from %s", self.pack_id, self.mode.path)
         return Pipeline(self._commands, self.mode.name)
 
-    def _run(self, blocks: list[bytes]) -> list[bytes]:
+    def _run(self, blocks: list[bytes]) -> list[bytes | None]:
+        """Each block's answer through the warm pipeline; None for a block the pipeline cannot translate.
+
+        When the pipeline breaks (a stage exits: seen at once; or every stage sits idle with a block
+        unanswered: a stage swallowed it, seen within ``SILENT_SECONDS``), the answers already read are
+        kept, the pipeline is restarted and the first unanswered block is sent alone; if it fails alone
+        too, an empty block is sent on a fresh pipeline: when that one comes back, the pipeline works and
+        the block is what breaks it (None: the caller leaves it untranslated); when it does not, the
+        pipeline is broken (BackendError). The other blocks go on as a batch again."""
         if not blocks:
             return []
         with self._lock:
             if self._closed:
                 raise BackendError(f"Apertium backend {self.pack_id} is closed; load the pack again")
-            problem = ""
-            for _attempt in range(2):
-                with self._pool.use(self._owner, self._start, self.timeout) as pipe:
-                    try:
-                        return pipe.exchange(blocks, self.timeout)
-                    except PipelineStuck:
-                        self._pool.drop(self._owner, pipe)
-                        pipe.kill()
-                        raise EngineTimeout(
-                            f"Apertium {self.pack_id} returned nothing for {self.timeout:g} s; its pipeline "
-                            "was killed and restarts on the next call; retry with shorter segments"
-                        ) from None
-                    except PipelineBroken as exc:
-                        self._pool.drop(self._owner, pipe)
-                        problem = f"{exc}: {pipe.failure()}"
-                        log.warning("Apertium %s failed (%s); restarting", self.pack_id, problem)
-            raise BackendError(
-                f"Apertium pipeline {self.pack_id} failed twice ({problem}); check that `apertium "
-                f"{self.mode.name}` works in a shell, or {INSTALL_HINT}"
-            )
+            results: list[bytes | None] = []
+            while len(results) < len(blocks):
+                answered: list[bytes] = []
+                problem = self._attempt(blocks[len(results) :], answered)
+                results += answered
+                if problem is None:
+                    break
+                alone: list[bytes] = []
+                if self._attempt([blocks[len(results)]], alone) is None:
+                    results += alone
+                    continue
+                problem = self._attempt([b""], []) or ""
+                if problem:
+                    raise BackendError(
+                        f"Apertium pipeline {self.pack_id} failed twice ({problem}); check that `apertium "
+                        f"{self.mode.name}` works in a shell, or {INSTALL_HINT}"
+                    )
+                log.warning(
+                    "Apertium %s cannot translate a segment of %d bytes (its pipeline breaks on it); the "
+                    "segment is left as written",
+                    self.pack_id,
+                    len(blocks[len(results)]),
+                )
+                results.append(None)
+            return results
+
+    def _attempt(self, blocks: list[bytes], answered: list[bytes]) -> str | None:
+        """One exchange on the warm pipeline (started when none runs); answers appended to ``answered``.
+        None when every block came back; else what broke (the pipeline was dropped and is stopped)."""
+        with self._pool.use(self._owner, self._start, self.timeout) as pipe:
+            try:
+                pipe.exchange(blocks, self.timeout, answered)
+                return None
+            except PipelineStuck:
+                self._pool.drop(self._owner, pipe)
+                pipe.kill()
+                raise EngineTimeout(
+                    f"Apertium {self.pack_id} returned nothing for {self.timeout:g} s; its pipeline "
+                    "was killed and restarts on the next call; retry with shorter segments"
+                ) from None
+            except PipelineBroken as exc:
+                self._pool.drop(self._owner, pipe)
+                problem = f"{exc}: {pipe.failure()}"
+                log.warning("Apertium %s failed (%s); restarting", self.pack_id, problem)
+                return problem
 
     def close(self) -> None:
         """Stop the pipeline's processes; later calls raise BackendError."""
