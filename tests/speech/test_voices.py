@@ -217,6 +217,29 @@ def test_a_better_voice_takes_over_its_language_and_slow_ones_wait_for_studio() 
     assert resolve_voice("aria", "de", listed[2:]).voice is slow  # nothing else: the slow one
 
 
+def test_a_far_better_voice_of_the_other_gender_serves_shifted() -> None:
+    """Pico (70) shifted serves a male persona over espeak-ng (20): measured far more intelligible (German
+    male personas: word error rate 0.32-0.37 on espeak-ng, 0.085-0.10 on Pico shifted). A smaller gain keeps
+    the persona's own gender: festival (45) over Pico, espeak-ng over festival HTS (60)."""
+    pico = EngineVoice("pico", "de-DE", "de", "female", 70, 16000, "de-DE")
+    espeak = EngineVoice("espeak", "de", "de", "male", 20, 22050, "de")
+    festival = EngineVoice("festival", "pc_diphone", "de", "male", 45, 16000, "de")
+    hts = EngineVoice("festival", "x_hts", "de", "female", 60, 16000, "de")
+    for name in ("marcus", "atlas", "kai"):
+        served = resolve_voice(name, "de", [_Listed("espeak", [espeak]), _Listed("pico", [pico])])
+        assert served.voice is pico and served.shifted and served.formant < 0.95
+    assert (
+        resolve_voice("aria", "de", [_Listed("espeak", [espeak]), _Listed("pico", [pico])]).shifted is False
+    )
+    kept = resolve_voice("marcus", "de", [_Listed("festival", [festival]), _Listed("pico", [pico])])
+    assert kept.voice is festival and not kept.shifted
+    kept = resolve_voice("marcus", "de", [_Listed("espeak", [espeak]), _Listed("festival", [hts])])
+    assert kept.voice is espeak and not kept.shifted
+    real = resolve_voice("marcus", "de", engines())
+    if "pico" in {e.name for e in engines()}:
+        assert real.voice.engine == "pico" and real.shifted
+
+
 def test_a_region_picks_its_voice() -> None:
     assert resolve_voice("aria", "en-GB", engines()).voice.locale.lower() == "en-gb"
     assert resolve_voice("aria", "en", engines()).voice.locale.lower() == "en-us"

@@ -195,8 +195,8 @@ class Synthesizer:
             gender, voice = plan.voice.persona.gender, plan.voice.voice
             notes.append(
                 f"{options.voice} is a {gender} voice rendered on the {voice.gender} engine voice "
-                f"{voice.id!r} with pitch and formants shifted: no {gender} voice for the language is "
-                "installed"
+                f"{voice.id!r} with pitch and formants shifted: no {gender} voice as intelligible for the "
+                "language is installed"
             )
         return SynthesisResult(
             audio=audio,

@@ -20,7 +20,11 @@ So the target holds in English and Spanish and not for every voice in German, Fr
 Whisper base mishears Pico's pitch-shifted personas ("Fuchs" as "Fuß", "paresseux" as "paraissé"): a larger
 recognition model (``dragoman asr install``) would say whether the voices or the recogniser are at fault.
 The bounds below are the target where it is met and the measured worst plus one word elsewhere, so a
-regression in any voice or in the recogniser fails. Slow: 13 renders of about 5 s, transcribed on 2 cores.
+regression in any voice or in the recogniser fails. Slow: 17 renders of about 5 s, transcribed on 2 cores.
+
+The male personas in es, de, fr and it are served by Pico shifted down (a far better voice of the other
+gender beats espeak-ng and festival's Italian diphone: voices.py ``CROSS_GENDER_MIN_GAIN``), and held to the
+same bounds.
 """
 
 from __future__ import annotations
@@ -49,6 +53,10 @@ BOUND = {"en": 0.10, "es": 0.10, "de": 0.31, "fr": 0.27, "it": 0.2}
 CASES = [("en", v) for v in ("aria", "nova", "lyra", "iris", "maya")] + [
     (code, v) for code in ("es", "de", "fr", "it") for v in ("aria", "nova")
 ]
+#: The male personas speak with Pico shifted down where only espeak-ng has a male voice (voices.py:
+#: CROSS_GENDER_MIN_GAIN); before they were heard far worse (marcus, five sentences pooled: de 0.32, es
+#: 0.35, fr 0.88 on espeak-ng, it 0.20 on festival's pc diphone; on Pico shifted 0.085, 0.033, 0.058, 0.05).
+CASES += [(code, "marcus") for code in ("es", "de", "fr", "it")]
 
 
 @pytest.mark.parametrize(("language", "voice"), CASES)
