@@ -42,13 +42,17 @@ its monthly cap) fails every pending child with the typed code first in ``error`
 ``media_fetch_failed``, ``file_too_large``, ``unsupported_media``, ``no_audio_stream``, ``empty_media``,
 ``limit_exceeded``, ``insufficient_credits``, ``monthly_cap_reached``; :func:`error_code` reads it back): each
 refunded exactly as any failure (here: nothing was reserved, so ``credits_refunded`` 0), ``dub.failed`` each,
-``batch.completed`` once; nothing is kept. Why reserve after the probe, not on a ceiling: a URL's duration is
-unknown until its media is fetched, and a ceiling (3 hours: 27,000 credits a target) would refuse most
-accounts for a short clip; the POST still answers 402 when the balance holds less than
-:data:`URL_MINIMUM_CREDITS` per target (the least any dub costs), so an empty account cannot make the service
-download for nothing. ``/api/v1/quote`` with the duration gives what the job will reserve. The download runs
-in a thread of its own while the engine job watches: canceling the dub (every child) stops it at once, and the
-download left behind deletes its file at its next chunk (or network timeout).
+``batch.completed`` once; nothing is kept. Any later typed failure is coded too: a child's own
+(``backend_error: ...``) and one of the shared run that will not be retried (``media_not_found`` for an
+upload gone since the POST, ``unsupported_media`` at recognition, ...); only an unexpected error on the last
+attempt (``internal error: <type>``) and a child left by an engine job that ended without it have no code.
+Why reserve after the probe, not on a ceiling: a URL's duration is unknown until its media is fetched, and a
+ceiling (3 hours: 27,000 credits a target) would refuse most accounts for a short clip; the POST still answers
+402 when the balance holds less than :data:`URL_MINIMUM_CREDITS` per target (the least any dub costs), so an
+empty account cannot make the service download for nothing. ``/api/v1/quote`` with the duration gives what the
+job will reserve. The download runs in a thread of its own while the engine job watches: canceling the dub
+(every child) stops it at once, and the download left behind deletes its file at its next chunk (or network
+timeout).
 
 **Artifacts** (storage keys ``dubs/<child id>/<file>``; deleted after the results retention, 30 days):
 ``video`` (the dubbed video; absent for an audio-only input), ``audio`` (the dubbed audio, M4A),
@@ -684,9 +688,18 @@ def make_dub_handler(
 
     def run(job: JobRecord, context: JobContext, storage: Storage) -> JobOutcome:
         chosen = dubber or _default_dubber()
-        return _run_engine(
-            db, recognizer, engine, synthesizer, chosen, job, context, storage, model, fetching
-        )
+        try:
+            return _run_engine(
+                db, recognizer, engine, synthesizer, chosen, job, context, storage, model, fetching
+            )
+        except DragomanError as exc:
+            # A typed failure that will not be retried (the batch handler's rule) fails the children still
+            # pending with its code first, so each says error_code (an upload gone since the POST, media
+            # the recogniser refuses, ...); the batch handler's own fallback would write the bare message.
+            final = exc.status < 500 or job.attempts >= max_attempts
+            if final and not isinstance(exc, Cancelled) and not context.cancel.cancelled:
+                BATCH.fail_children(db, job.id, coded_error(exc))
+            raise
 
     return BATCH.handler(db, run, max_attempts=max_attempts)
 
@@ -985,7 +998,7 @@ def _run_engine(
                     db,
                     child.id,
                     BATCH.child_owner(job.id),
-                    engine_batches.error_message(exc),
+                    coded_error(exc) if isinstance(exc, DragomanError) else engine_batches.error_message(exc),
                     retryable=False,
                 )
                 continue
