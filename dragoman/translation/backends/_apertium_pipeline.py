@@ -45,7 +45,7 @@ _TICK = 0.1
 #: is taken as swallowed (Debian's hbs-mkd answers nothing for `Crna Gora`). A working stage spends CPU
 #: time or waits in the run queue or on the disk, none of which is idle, so a loaded machine does not
 #: trip this; it only needs to outlast the few milliseconds a block spends between two stages' pipes.
-SILENT_SECONDS = 1.0
+SILENT_SECONDS = 0.5
 
 
 class _Idleness:

@@ -624,7 +624,8 @@ class ApertiumBackend:
 
         When the pipeline breaks (a stage exits: seen at once; or every stage sits idle with a block
         unanswered: a stage swallowed it, seen within ``SILENT_SECONDS``), the answers already read are
-        kept, the pipeline is restarted and the first unanswered block is sent alone; if it fails alone
+        kept, the pipeline is restarted and the first unanswered block is sent alone (even when it was:
+        the pipeline may have been broken before it came, as when a stage was killed); if it fails alone
         too, an empty block is sent on a fresh pipeline: when that one comes back, the pipeline works and
         the block is what breaks it (None: the caller leaves it untranslated); when it does not, the
         pipeline is broken (BackendError). The other blocks go on as a batch again."""
