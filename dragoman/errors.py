@@ -127,6 +127,8 @@ class PipelineSilent(PipelineBroken):
     """A chain of processes (an Apertium pipeline) went idle without answering a block it was sent: a
     stage swallowed it. The pipeline must be restarted."""
 
+    code = "pipeline_silent"
+
 
 class Cancelled(DragomanError):
     """The caller cancelled the work (an MCP client, a job runner); it stopped at its next chunk."""

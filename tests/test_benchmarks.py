@@ -32,6 +32,7 @@ SCRIPTS = (
     "hosted.py",
     "mcp.py",
     "quality.py",
+    "routing.py",
     "scale.py",
     "subtitles.py",
     "tts.py",
@@ -320,6 +321,12 @@ def test_engine_quick_run() -> None:
     done = _run_script("engine.py", "--quick", "--rounds", "1", "--no-apertium", timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "dragoman at" in done.stdout and "(rounds " in done.stdout
+
+
+def test_routing_quick_run() -> None:
+    done = _run_script("routing.py", "--quick", timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "x faster (rounds " in done.stdout and "pruned" in done.stdout
 
 
 @pytest.mark.slow
