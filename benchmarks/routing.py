@@ -20,11 +20,10 @@ import argparse
 import statistics
 import sys
 import time
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from dragoman.limits import Tier
-from dragoman.translation.routing import MAX_HOPS, _rank, find_routes
+from dragoman.testing.routing import exhaustive_routes
+from dragoman.translation.routing import find_routes
 from dragoman.translation.types import Hop, Route
 
 #: 88 Apertium directions as (source, target) FLORES codes: Debian's 46 pairs, both ways where they work.
@@ -34,32 +33,6 @@ _APERTIUM_PAIRS = (
     "mkd-eng nno-nob oci-cat oci-spa oci-fra pol-szl por-cat por-glg rus-ukr spa-arg spa-ast spa-cat spa-ita "
     "spa-glg spa-por spa-ron srd-ita swe-dan swe-nob urd-hin"
 ).split()
-
-
-def _exhaustive(edges: Sequence[Hop], source: str, target: str, tier: Tier = "best") -> list[Route]:
-    """The search before issue 17: every simple path of up to ``MAX_HOPS`` hops expanded level by level."""
-    if source == target:
-        return []
-    by_source: dict[str, list[Hop]] = defaultdict(list)
-    for edge in edges:
-        by_source[edge.source].append(edge)
-    found: list[Route] = []
-    frontier: list[tuple[Hop, ...]] = [(e,) for e in by_source.get(source, [])]
-    for _depth in range(MAX_HOPS):
-        next_frontier: list[tuple[Hop, ...]] = []
-        for path in frontier:
-            last = path[-1]
-            if last.target == target:
-                found.append(Route(path))
-                continue
-            visited = {source} | {h.target for h in path}
-            next_frontier.extend(
-                path + (edge,) for edge in by_source.get(last.target, []) if edge.target not in visited
-            )
-        if found:
-            break
-        frontier = next_frontier
-    return sorted(found, key=lambda r: _rank(r, tier))
 
 
 def graph(languages: int) -> tuple[list[Hop], list[str], list[str]]:
@@ -99,13 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     pairs += [("arg_Latn", "srd_Latn"), ("ast_Latn", "frp_Latn"), (pack[-1], pack[-2])]
     for source, target in pairs:
         for tier in ("best", "fast"):
-            if find_routes(edges, source, target, tier) != _exhaustive(edges, source, target, tier):
+            if find_routes(edges, source, target, tier) != exhaustive_routes(edges, source, target, tier):
                 print(f"routes differ for {source}->{target} ({tier})", file=sys.stderr)
                 return 1
     print(f"{len(edges)} edges ({languages} pack languages all-to-all, 88 Apertium directions)")
     old_times, new_times, ratios = [], [], []
     for _ in range(rounds):
-        old = _timed(_exhaustive, edges, pairs)
+        old = _timed(exhaustive_routes, edges, pairs)
         new = _timed(find_routes, edges, pairs)
         old_times.append(old / len(pairs))
         new_times.append(new / len(pairs))

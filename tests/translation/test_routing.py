@@ -1,14 +1,13 @@
 from __future__ import annotations
 
-from collections import defaultdict
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dragoman.limits import Tier
-from dragoman.translation.routing import MAX_HOPS, _rank, find_routes, reachable_pairs
-from dragoman.translation.types import Hop, Route
+from dragoman.testing.routing import exhaustive_routes
+from dragoman.translation.routing import MAX_HOPS, find_routes, reachable_pairs
+from dragoman.translation.types import Hop
 
 
 def hop(pack: str, src: str, tgt: str, quality: int = 3, speed: int = 3, kind: str = "argos") -> Hop:
@@ -85,32 +84,6 @@ def test_equal_weakest_hop_prefers_the_stronger_chain() -> None:
     assert [h.pack_id for h in fast[0].hops] == ["apertium-fra-spa", "apertium-spa-eng"]
 
 
-def _exhaustive_routes(edges: list[Hop], source: str, target: str, tier: Tier) -> list[Route]:
-    """find_routes as it was before pruning (issue 17): every path expanded, level by level."""
-    if source == target:
-        return []
-    by_source: dict[str, list[Hop]] = defaultdict(list)
-    for edge in edges:
-        by_source[edge.source].append(edge)
-    found: list[Route] = []
-    frontier: list[tuple[Hop, ...]] = [(e,) for e in by_source.get(source, [])]
-    for _depth in range(MAX_HOPS):
-        next_frontier: list[tuple[Hop, ...]] = []
-        for path in frontier:
-            last = path[-1]
-            if last.target == target:
-                found.append(Route(path))
-                continue
-            visited = {source} | {h.target for h in path}
-            next_frontier.extend(
-                path + (edge,) for edge in by_source.get(last.target, []) if edge.target not in visited
-            )
-        if found:
-            break
-        frontier = next_frontier
-    return sorted(found, key=lambda r: _rank(r, tier))
-
-
 _LANGS = [f"l{i}_Latn" for i in range(7)]
 _random_hops = st.builds(
     hop,
@@ -132,7 +105,7 @@ _random_hops = st.builds(
 def test_pruned_routes_equal_exhaustive_search(
     edges: list[Hop], source: str, target: str, tier: Tier
 ) -> None:
-    assert find_routes(edges, source, target, tier) == _exhaustive_routes(edges, source, target, tier)
+    assert find_routes(edges, source, target, tier) == exhaustive_routes(edges, source, target, tier)
 
 
 def test_pruned_routes_equal_exhaustive_on_a_multilingual_pack() -> None:
@@ -144,4 +117,4 @@ def test_pruned_routes_equal_exhaustive_on_a_multilingual_pack() -> None:
     for source, target in [("a_Latn", "b_Latn"), ("a_Latn", "m5_Latn"), ("m2_Latn", "b_Latn")]:
         for tier in ("best", "fast"):
             routes = find_routes(edges, source, target, tier)
-            assert routes and routes == _exhaustive_routes(edges, source, target, tier)
+            assert routes and routes == exhaustive_routes(edges, source, target, tier)
