@@ -4,9 +4,14 @@ store, media made with ffmpeg's test sources, and waiting for subtitle jobs over
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +91,44 @@ def wait_events(receiver: Receiver, name: str, count: int, timeout: float = 30) 
             return matching
         time.sleep(0.1)
     raise AssertionError(f"{count} {name} event(s) not delivered: {events(receiver)}")
+
+
+@dataclass
+class WorkerRun:
+    """A worker process started by :func:`worker_process`: its exit code and the end of its stderr, once
+    stopped."""
+
+    returncode: int | None = None
+    stderr_tail: str = ""
+
+
+@contextmanager
+def worker_process(
+    script: str, queues: str, *, db_url: str, hosted_dir: Path, packs_dir: Path, state_dir: Path
+) -> Iterator[WorkerRun]:
+    """Run ``tests/<script>`` (a Procrastinate worker of the hosted service on ``queues``) against the
+    database at ``db_url`` while the block runs, then stop it with SIGTERM and record how it ended."""
+    env = {
+        **os.environ,
+        "DRAGOMAN_DB_URL": db_url,
+        "DRAGOMAN_DISPATCH": "procrastinate",
+        "DRAGOMAN_HOSTED_DIR": str(hosted_dir),
+        "DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE": "1",
+        "DRAGOMAN_PACKS_DIR": str(packs_dir),
+        "DRAGOMAN_STATE_DIR": str(state_dir),
+        "DRAGOMAN_APERTIUM": "1",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve().parent / script), queues],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    run = WorkerRun()
+    try:
+        yield run
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=60)
+        run.returncode = worker.returncode
+        run.stderr_tail = err.decode(errors="replace")[-3000:]

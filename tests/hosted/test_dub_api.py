@@ -8,10 +8,7 @@ another account's upload, idempotent creation, the quote, and cancellation."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +19,7 @@ import pysrt
 import pytest
 from db_support import DbBackend
 from hosted_dub_support import FakeDubber, MediaServer, upload, wait_terminal
-from hosted_subtitles_support import TINY_ID, events, make_media, tiny_recognizer, wait_events
+from hosted_subtitles_support import TINY_ID, events, make_media, tiny_recognizer, wait_events, worker_process
 from hosted_support import Hosted, Receiver, StartHosted
 from sqlalchemy import func, select, text
 from support import needs_apertium
@@ -387,31 +384,18 @@ def test_procrastinate_runs_the_dub_on_its_queue(
         assert [r["queue_name"] for r in rows] == ["dub"]
         assert rows[0]["args"]["job_id"] not in accepted["jobIds"]  # the engine job, not a child
         _, root = hosted_engine
-        env = {
-            **os.environ,
-            "DRAGOMAN_DB_URL": url,
-            "DRAGOMAN_DISPATCH": "procrastinate",
-            "DRAGOMAN_HOSTED_DIR": str(hosted.settings.hosted.data_dir),
-            "DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE": "1",
-            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
-            "DRAGOMAN_STATE_DIR": str(tmp_path / "worker-state"),
-            "DRAGOMAN_APERTIUM": "1",
-        }
-        script = Path(__file__).resolve().parents[1] / "hosted_dub_worker.py"
-        worker = subprocess.Popen(
-            [sys.executable, str(script), "dub,webhooks"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
+        with worker_process(
+            "hosted_dub_worker.py",
+            "dub,webhooks",
+            db_url=url,
+            hosted_dir=hosted.settings.hosted.data_dir,
+            packs_dir=root / "packs",
+            state_dir=tmp_path / "worker-state",
+        ) as worker:
             ended = wait_terminal(c, accepted["jobIds"], timeout=240)
             wait_events(receiver, "batch.completed", 1)
-        finally:
-            worker.send_signal(signal.SIGTERM)
-            _, err = worker.communicate(timeout=60)
         (child,) = accepted["jobIds"]
-        assert ended[child]["status"] == "done", (ended, err.decode(errors="replace")[-3000:])
+        assert ended[child]["status"] == "done", (ended, worker.stderr_tail)
         assert c.get(f"/api/v1/dub/{child}/audio").status_code == 200
-    assert worker.returncode == 0, err.decode(errors="replace")[-3000:]
+    assert worker.returncode == 0, worker.stderr_tail
     assert sorted(e["event"] for e in events(receiver)) == ["batch.completed", "dub.done"]

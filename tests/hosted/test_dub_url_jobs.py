@@ -8,10 +8,6 @@ the download runs ends it at once. The media servers run on loopback in the test
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +18,7 @@ from typing import Any
 import pytest
 from db_support import DbBackend
 from hosted_dub_support import FakeDubber, wait_terminal
-from hosted_subtitles_support import TINY_ID, events, make_media, tiny_recognizer, wait_events
+from hosted_subtitles_support import TINY_ID, events, make_media, tiny_recognizer, wait_events, worker_process
 from hosted_support import Hosted, Receiver, StartHosted
 from sqlalchemy import func, select
 from support import needs_apertium
@@ -370,36 +366,23 @@ def test_procrastinate_worker_fetches_the_url_in_the_job(
             assert missing.status_code == 202, missing.text
             assert server.hits == []  # nothing fetched by the web process
             _, root = hosted_engine
-            env = {
-                **os.environ,
-                "DRAGOMAN_DB_URL": url,
-                "DRAGOMAN_DISPATCH": "procrastinate",
-                "DRAGOMAN_HOSTED_DIR": str(hosted.settings.hosted.data_dir),
-                "DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE": "1",
-                "DRAGOMAN_PACKS_DIR": str(root / "packs"),
-                "DRAGOMAN_STATE_DIR": str(tmp_path / "worker-state"),
-                "DRAGOMAN_APERTIUM": "1",
-            }
-            script = Path(__file__).resolve().parents[1] / "hosted_dub_worker.py"
-            worker = subprocess.Popen(
-                [sys.executable, str(script), "dub,webhooks"],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            try:
+            with worker_process(
+                "hosted_dub_worker.py",
+                "dub,webhooks",
+                db_url=url,
+                hosted_dir=hosted.settings.hosted.data_dir,
+                packs_dir=root / "packs",
+                state_dir=tmp_path / "worker-state",
+            ) as worker:
                 (child,) = made.json()["jobIds"]
                 (lost,) = missing.json()["jobIds"]
                 ended = wait_terminal(c, [child, lost], timeout=240)
                 wait_events(receiver, "batch.completed", 2)
-            finally:
-                worker.send_signal(signal.SIGTERM)
-                _, err = worker.communicate(timeout=60)
-            assert ended[child]["status"] == "done", (ended, err.decode(errors="replace")[-3000:])
+            assert ended[child]["status"] == "done", (ended, worker.stderr_tail)
             assert ended[child]["credits"] == 10 and ended[child]["video_id"]
             assert ended[lost]["status"] == "failed" and ended[lost]["error_code"] == "media_fetch_failed"
             assert c.get(f"/api/v1/dub/{child}/audio").status_code == 200
         assert sorted(server.hits) == ["/gone.mp4", "/talk.mp4"]
-        assert worker.returncode == 0, err.decode(errors="replace")[-3000:]
+        assert worker.returncode == 0, worker.stderr_tail
     finally:
         server.close()

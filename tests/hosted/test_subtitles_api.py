@@ -6,11 +6,7 @@ idempotent create, cancellation of a child, and the one-call route."""
 from __future__ import annotations
 
 import io
-import os
 import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +26,7 @@ from hosted_subtitles_support import (
     upload,
     wait_events,
     wait_terminal,
+    worker_process,
 )
 from hosted_support import Hosted, Receiver, StartHosted
 from sqlalchemy import text
@@ -388,30 +385,17 @@ def test_procrastinate_defers_one_engine_job_and_a_worker_runs_the_batch(
         assert [r["queue_name"] for r in rows] == ["subtitle"]
         assert rows[0]["args"]["job_id"] not in batch["jobIds"]  # the engine job, not a child
         _, root = hosted_engine
-        env = {
-            **os.environ,
-            "DRAGOMAN_DB_URL": url,
-            "DRAGOMAN_DISPATCH": "procrastinate",
-            "DRAGOMAN_HOSTED_DIR": str(hosted.settings.hosted.data_dir),
-            "DRAGOMAN_WEBHOOKS_ALLOW_PRIVATE": "1",
-            "DRAGOMAN_PACKS_DIR": str(root / "packs"),
-            "DRAGOMAN_STATE_DIR": str(tmp_path / "worker-state"),
-            "DRAGOMAN_APERTIUM": "1",
-        }
-        script = Path(__file__).resolve().parents[1] / "hosted_subtitles_worker.py"
-        worker = subprocess.Popen(
-            [sys.executable, str(script), "subtitle,webhooks"],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        try:
+        with worker_process(
+            "hosted_subtitles_worker.py",
+            "subtitle,webhooks",
+            db_url=url,
+            hosted_dir=hosted.settings.hosted.data_dir,
+            packs_dir=root / "packs",
+            state_dir=tmp_path / "worker-state",
+        ) as worker:
             ended = wait_terminal(c, batch["jobIds"], timeout=120)
             wait_events(receiver, "subtitle.batch.completed", 1)
-        finally:
-            worker.send_signal(signal.SIGTERM)
-            _, err = worker.communicate(timeout=60)
     (child,) = batch["jobIds"]
-    assert ended[child]["status"] == "done", (ended, err.decode(errors="replace")[-3000:])
-    assert worker.returncode == 0, err.decode(errors="replace")[-3000:]
+    assert ended[child]["status"] == "done", (ended, worker.stderr_tail)
+    assert worker.returncode == 0, worker.stderr_tail
     assert sorted(e["event"] for e in events(receiver)) == ["subtitle.batch.completed", "subtitle.done"]
