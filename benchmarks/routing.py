@@ -16,11 +16,10 @@ the exhaustive one builds millions of 3-hop paths (arg->afr took it 39 s here).
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import time
 from collections.abc import Callable
+
+import _harness as harness
 
 from dragoman.testing.routing import exhaustive_routes
 from dragoman.translation.routing import find_routes
@@ -52,21 +51,23 @@ def graph(languages: int) -> tuple[list[Hop], list[str], list[str]]:
     return apertium + multi, pack, only
 
 
-def _timed(search: Callable[..., list[Route]], edges: list[Hop], pairs: list[tuple[str, str]]) -> float:
-    start = time.perf_counter()
-    for source, target in pairs:
-        search(edges, source, target)
-    return time.perf_counter() - start
+def _searches(
+    search: Callable[..., list[Route]], edges: list[Hop], pairs: list[tuple[str, str]]
+) -> Callable[[], object]:
+    def run() -> object:
+        return [search(edges, source, target) for source, target in pairs]
+
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--languages", type=int, default=None, help="the pack's languages (200)")
-    parser.add_argument("--rounds", type=int, default=None, help="alternated rounds (5)")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round, 40 languages")
+    parser = harness.parser(__doc__, rounds=5, quick_rounds=1)
+    parser.add_argument(
+        "--languages", type=int, default=None, help="the pack's languages (200; 40 with --quick)"
+    )
     args = parser.parse_args(argv)
+    rounds = harness.rounds_of(args)
     languages = args.languages or (40 if args.quick else 200)
-    rounds = args.rounds or (1 if args.quick else 5)
     edges, pack, only = graph(languages)
     pairs = [(a, p) for a in only[:10] for p in pack[-3:]]  # a pivot through the pack: two hops
     pairs += [("arg_Latn", "srd_Latn"), ("ast_Latn", "frp_Latn"), (pack[-1], pack[-2])]
@@ -76,27 +77,30 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"routes differ for {source}->{target} ({tier})", file=sys.stderr)
                 return 1
     print(f"{len(edges)} edges ({languages} pack languages all-to-all, 88 Apertium directions)")
-    old_times, new_times, ratios = [], [], []
-    for _ in range(rounds):
-        old = _timed(exhaustive_routes, edges, pairs)
-        new = _timed(find_routes, edges, pairs)
-        old_times.append(old / len(pairs))
-        new_times.append(new / len(pairs))
-        ratios.append(old / new)
+    measured = harness.alternate(
+        {
+            "exhaustive": _searches(exhaustive_routes, edges, pairs),
+            "pruned": _searches(find_routes, edges, pairs),
+        },
+        rounds,
+    )
+    per_pair = 1e3 / len(pairs)
+    speedup = measured.ratio("exhaustive", "pruned")
     print(
         f"find_routes over {len(pairs)} pairs (Apertium-only to pack languages, Apertium to Apertium, "
         "direct): "
-        f"exhaustive {statistics.median(old_times) * 1e3:.1f} ms/pair, pruned "
-        f"{statistics.median(new_times) * 1e3:.1f} ms/pair: {statistics.median(ratios):.1f}x faster "
-        f"(rounds {min(ratios):.1f}-{max(ratios):.1f}x)"
+        f"exhaustive {measured.spread('exhaustive').median * per_pair:.1f} ms/pair, pruned "
+        f"{measured.spread('pruned').median * per_pair:.1f} ms/pair: {speedup.median:.1f}x faster "
+        f"(rounds {speedup.low:.1f}-{speedup.high:.1f}x)"
     )
     # Pack languages into Apertium-only ones, and a pair no route joins: the exhaustive search builds every
     # 3-hop path through the pack there (millions of paths, tens of seconds each): only the pruned one runs.
     hard = [(p, a) for p in pack[-3:] for a in only[:10]] + [("arg_Latn", "afr_Latn")]
-    times = [_timed(find_routes, edges, hard) / len(hard) for _ in range(rounds)]
+    alone = harness.alternate({"pruned": _searches(find_routes, edges, hard)}, rounds)
     print(
         f"find_routes over {len(hard)} pairs the exhaustive search takes seconds each on (pack languages to "
-        f"Apertium-only ones, one unreachable): pruned {statistics.median(times) * 1e3:.1f} ms/pair"
+        f"Apertium-only ones, one unreachable): pruned {alone.spread('pruned').median * 1e3 / len(hard):.1f} "
+        "ms/pair"
     )
     return 0
 
