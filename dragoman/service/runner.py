@@ -107,6 +107,7 @@ class JobRunner:
         self._stopping = threading.Event()
         self._wake = threading.Condition()
         self._wakes = 0
+        self._idle = 0  # worker threads asleep in their poll wait (under _wake)
         self._threads: list[threading.Thread] = []
         #: Runs by (job id, worker): one runner may hold a job twice for a moment (its own lease expired under
         #: load and another of its workers claimed it again); each run must stay reachable to be cancelled.
@@ -158,6 +159,12 @@ class JobRunner:
         self.stop()
 
     @property
+    def idle_workers(self) -> int:
+        """Worker threads that found no due job and sleep until the next poll or a :meth:`wake`."""
+        with self._wake:
+            return self._idle
+
+    @property
     def running(self) -> list[str]:
         """Ids of the jobs being worked on now."""
         with self._running_lock:
@@ -199,7 +206,11 @@ class JobRunner:
             if job is None:
                 with self._wake:
                     if self._wakes == seen and not self._stopping.is_set():
-                        self._wake.wait(self.poll_s)
+                        self._idle += 1
+                        try:
+                            self._wake.wait(self.poll_s)
+                        finally:
+                            self._idle -= 1
                 continue
             self._run(job, owner)
 

@@ -151,7 +151,7 @@ def test_wake_starts_a_submitted_job_without_waiting_for_the_poll(
     settings = HostedSettings(data_dir=tmp_path, runner_workers=1, lease_seconds=30, job_attempts=3)
     runner = JobRunner(db, {"chunky": stage.chunked}, storage, settings, poll_s=300)
     with runner:
-        time.sleep(0.3)  # the worker found nothing and sleeps for 300 s
+        assert _until(lambda: runner.idle_workers == 1)  # the worker found nothing and sleeps for 300 s
         job = _submit(db, key, chunks=1)
         runner.wake()
         assert _until(lambda: _status(db, key, job) == "done")
