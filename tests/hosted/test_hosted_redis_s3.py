@@ -20,10 +20,14 @@ from support import isolated_settings, needs_apertium
 from dragoman.service import accounts, migrate
 from dragoman.service.db import Database
 from dragoman.service.storage import Storage
-from dragoman.testing.redis_server import RedisServer
+from dragoman.testing.redis_server import RedisServer, ping
 from dragoman.testing.s3_server import S3Server
 
 __all__ = ["redis", "s3_server"]  # fixtures, imported for pytest
+
+#: Seconds a wait for the load to meet Redis in a given state may take ("answers within", many times what
+#: it takes on an idle machine).
+BOUND_S = 60.0
 
 
 def _error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
@@ -88,18 +92,27 @@ def test_redis_killed_and_restarted_during_load(redis: RedisServer, start_hosted
                 code = r.json().get("code", "") if r.status_code != 200 else ""
                 answers.append((started, time.monotonic(), r.status_code, code, r.headers.get("retry-after")))
 
+    def answered(started_after: float, ended_before: float = float("inf"), n: int = 10) -> None:
+        """Wait (generously bounded) until ``n`` answers started and ended inside the window."""
+        deadline = time.monotonic() + BOUND_S
+        while sum(1 for a in list(answers) if a[0] > started_after and a[1] < ended_before) < n:
+            assert time.monotonic() < deadline and all(t.is_alive() for t in threads), answers[-5:]
+            time.sleep(0.02)
+
     threads = [threading.Thread(target=load) for _ in range(2)]
     for thread in threads:
         thread.start()
     try:
-        time.sleep(0.5)
+        answered(float("-inf"))  # the load meets a live Redis
         killing = time.monotonic()  # answers that ended before this met a live Redis
-        redis.stop(kill=True)
+        redis.stop(kill=True)  # SIGKILL, then waits for the process to end
         killed = time.monotonic()
-        time.sleep(1.5)
+        assert not ping(redis.host, redis.port), "Redis still answers after it was killed"
+        answered(killed)  # the load meets a dead Redis
         restarting = time.monotonic()
-        redis.start()
-        time.sleep(3.0)
+        redis.start()  # on the same port; returns once it answers PING
+        assert ping(redis.host, redis.port)
+        answered(restarting + 2.0)  # past the 1 s breaker, with room: the load meets Redis again
     finally:
         stop.set()
         for thread in threads:
@@ -108,7 +121,7 @@ def test_redis_killed_and_restarted_during_load(redis: RedisServer, start_hosted
     assert statuses <= {(200, ""), (503, "rate_limiter_unavailable")}, statuses
     before = [a for a in answers if a[1] < killing]
     down = [a for a in answers if a[0] > killed and a[1] < restarting]
-    after = [a for a in answers if a[0] > restarting + 2.0]  # past the 1 s breaker, with room
+    after = [a for a in answers if a[0] > restarting + 2.0]
     assert before and all(a[2] == 200 for a in before)
     assert down and all(a[2] == 503 and a[4] == "1" for a in down), down[:3]  # never served unmetered
     assert after and all(a[2] == 200 for a in after), [a[2] for a in after][:10]
