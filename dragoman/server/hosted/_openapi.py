@@ -15,6 +15,7 @@ from starlette.routing import BaseRoute
 from dragoman import __version__
 from dragoman.server._http import JSON, METHOD_NOT_ALLOWED, NOT_FOUND, UNEXPECTED, openapi_document
 from dragoman.server.hosted._models import AcceptedResponse, BatchAcceptedResponse, HostedErrorBody
+from dragoman.server.hosted._ranges import openapi_ranged
 from dragoman.server.hosted.v1_jobs import EXPORT_TYPES
 from dragoman.service import idempotency
 
@@ -167,6 +168,7 @@ def hosted_openapi(routes: Sequence[BaseRoute]) -> bytes:
             "description": "attachment; filename=…",
             "schema": {"type": "string"},
         }
+        openapi_ranged(paths[f"/api/v1/jobs/{{job_id}}/export/{fmt}"]["get"], answer["content"])
     _tts(paths, schemas)
     from dragoman.server.hosted.v1_subtitles import openapi_fixups as subtitle_fixups
 
@@ -188,6 +190,7 @@ def _tts(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
         ("/api/v1/tts/jobs/{job_id}/audio", "get"),
     ):
         paths[path][method]["responses"]["200"]["content"] = dict(wav)
+    openapi_ranged(paths["/api/v1/tts/jobs/{job_id}/audio"]["get"], wav)  # stored: Range (not the POSTs)
     accepted = TypeAdapter(TtsAcceptedResponse).json_schema(
         ref_template="#/components/schemas/{model}", mode="serialization"
     )

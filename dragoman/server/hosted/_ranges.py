@@ -10,6 +10,8 @@ a download manager resuming, asks for part of a dub's video or audio with ``Rang
   no multipart answers), a malformed or reversed range (``bytes=9-5``, ``bytes=x``), another unit
   (``items=0-5``), a header over :data:`MAX_RANGE_HEADER_CHARS`, and any request with ``If-Range`` (these
   answers carry no validator to compare it with).
+- ``HEAD`` answers what ``GET`` would (status, Content-Length, Content-Range, the route's headers) with no
+  body and without reading the store.
 - Every answer says ``Accept-Ranges: bytes``. The body streams from the store in chunks of 1 MiB, a ranged
   read of the store (a local file read from the first byte, an S3 ``Range`` GET), so memory stays bounded
   whatever the size or the slice.
@@ -111,20 +113,25 @@ def file_response(
             body, RANGE_NOT_SATISFIABLE.status, {"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"}
         )
     answer = {**headers, "Accept-Ranges": "bytes"}
+    head = request.method == "HEAD"
     if wanted is None:
+        answer["Content-Length"] = str(size)
+        if head:
+            return Response(b"", media_type=media_type, headers=answer)
 
         def whole() -> Iterator[bytes]:
             yield from storage.open_stream(key)
 
-        answer["Content-Length"] = str(size)
         return StreamingResponse(whole(), media_type=media_type, headers=answer)
     start, end = wanted.start, wanted.end
+    answer["Content-Range"] = wanted.content_range
+    answer["Content-Length"] = str(end - start)
+    if head:
+        return Response(b"", status_code=206, media_type=media_type, headers=answer)
 
     def part() -> Iterator[bytes]:
         yield from storage.open_range(key, start, end)
 
-    answer["Content-Range"] = wanted.content_range
-    answer["Content-Length"] = str(end - start)
     return StreamingResponse(part(), status_code=206, media_type=media_type, headers=answer)
 
 

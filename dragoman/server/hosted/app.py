@@ -95,6 +95,7 @@ from dragoman.server.hosted._models import (
     V1TranslateRequest,
 )
 from dragoman.server.hosted._openapi import hosted_openapi
+from dragoman.server.hosted._ranges import RANGE_NOT_SATISFIABLE
 from dragoman.server.hosted.v1_dub import ROUTES as DUB_ROUTES
 from dragoman.server.hosted.v1_jobs import (
     cancel_job,
@@ -252,7 +253,7 @@ ROUTES = [
         method="GET",
         response=bytes,
         response_description="the DOCX file (Content-Disposition: attachment)",
-        errors=(*_AUTH_ERRORS, JobNotFound),
+        errors=(*_AUTH_ERRORS, JobNotFound, RANGE_NOT_SATISFIABLE),
     ),
     ApiRoute(
         "/api/v1/jobs/{job_id}/export/pdf",
@@ -260,7 +261,7 @@ ROUTES = [
         method="GET",
         response=bytes,
         response_description="the PDF file (Content-Disposition: attachment)",
-        errors=(*_AUTH_ERRORS, JobNotFound),
+        errors=(*_AUTH_ERRORS, JobNotFound, RANGE_NOT_SATISFIABLE),
     ),
     ApiRoute(
         "/api/v1/usage",
@@ -329,7 +330,7 @@ ROUTES = [
         method="GET",
         response=bytes,
         response_description="the WAV of a done tts job",
-        errors=(*_AUTH_ERRORS, JobNotFound),
+        errors=(*_AUTH_ERRORS, JobNotFound, RANGE_NOT_SATISFIABLE),
     ),
     # voice matches, word timings and edits (issue 14): :mod:`.v1_tts_voices`
     *TTS_VOICE_ROUTES,

@@ -1,22 +1,24 @@
 """Hosted v1 jobs: ``GET /api/v1/jobs`` (the key's list), ``GET``/``DELETE /api/v1/jobs/{job_id}`` (a job;
-cancel with refund) and the DOCX/PDF exports of done document jobs, streamed from storage."""
+cancel with refund) and the DOCX/PDF exports of done document jobs, streamed from storage (one byte range
+``Range`` gets a 206, past the end a 416, ``HEAD`` the headers alone: :mod:`._ranges`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import anyio
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from dragoman.errors import InvalidRequest, JobNotFound
 from dragoman.server._http import model_response
 from dragoman.server.hosted._common import job_url
 from dragoman.server.hosted._gate import authenticate
 from dragoman.server.hosted._models import CancelResponse, JobListItem, JobListResponse, JobResponse
+from dragoman.server.hosted._ranges import file_response
 from dragoman.service import dub_jobs, jobs, subtitle_jobs
 from dragoman.service.storage import Storage, safe_name
 from dragoman.service.usage import iso_ms
@@ -110,10 +112,6 @@ async def list_jobs_v1(request: Request) -> Response:
     )
 
 
-def _export_stream(storage: Storage, key: str) -> Iterator[bytes]:
-    yield from storage.open_stream(key)
-
-
 async def _export(request: Request, fmt: Literal["docx", "pdf"]) -> Response:
     key = await authenticate(request)
     state = request.app.state
@@ -127,11 +125,18 @@ async def _export(request: Request, fmt: Literal["docx", "pdf"]) -> Response:
         )
     stem = Path(str(job.params.get("filename") or "document")).stem or "document"
     name = f"{safe_name(stem, default='document')}.{job.params.get('tgt', 'translated')}.{fmt}"
-    size = await anyio.to_thread.run_sync(state.storage.size, stored)
-    return StreamingResponse(
-        _export_stream(state.storage, stored),
+    storage: Storage = state.storage
+    try:
+        size = await anyio.to_thread.run_sync(storage.size, stored)
+    except FileNotFoundError:
+        raise JobNotFound(f"the {fmt} export of job {job_id} is no longer kept (results: 30 days)") from None
+    return file_response(  # one byte range gets a 206, past the end a 416 (see _ranges, as the dub files)
+        request,
+        storage,
+        stored,
+        size,
         media_type=EXPORT_TYPES[fmt],
-        headers={"Content-Disposition": f'attachment; filename="{name}"', "Content-Length": str(size)},
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )
 
 

@@ -14,7 +14,8 @@
   another account's; 402 when the batch cannot be paid in full.
 * ``GET /api/v1/subtitles/{job_id}/status``: :class:`SubtitleStatus` (the spec leaves it open).
 * ``GET /api/v1/subtitles/{job_id}/download/{fmt}?lang=``: the file, ``Content-Disposition: attachment;
-  filename="<stem>.<lang>.<ext>"`` from ``originalFileName`` (``<stem>.<src>-<tgt>.srt`` for bilingual_srt).
+  filename="<stem>.<lang>.<ext>"`` from ``originalFileName`` (``<stem>.<src>-<tgt>.srt`` for bilingual_srt);
+  one byte range (``Range``) gets a 206, past the end a 416, ``HEAD`` the headers alone (:mod:`._ranges`).
 * ``POST /api/v1/subtitles``: upload and create in one call: the raw body and headers of ``upload``, the
   fields of ``create`` as query parameters (``sourceLang``, ``targetLangs`` comma-separated,
   ``originalFileName`` (default ``x-filename``), ``durationSeconds`` (optional: checked when given),
@@ -31,7 +32,6 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -41,7 +41,7 @@ import anyio
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from dragoman.errors import FileTooLarge, InvalidRequest
 from dragoman.limits import MAX_FILE_BYTES
@@ -55,6 +55,7 @@ from dragoman.server.hosted._common import (
 )
 from dragoman.server.hosted._gate import Reservation, authenticate, idempotent
 from dragoman.server.hosted._models import parse_model
+from dragoman.server.hosted._ranges import RANGE_NOT_SATISFIABLE, file_response, openapi_ranged
 from dragoman.service import idempotency, jobs, media_store, subtitle_jobs
 from dragoman.service.usage import iso_ms
 
@@ -483,14 +484,13 @@ async def download(request: Request) -> Response:
         from dragoman.errors import JobNotFound
 
         raise JobNotFound(f"the {fmt} file of job {job.id} is no longer kept (results: 30 days)") from None
-
-    def stream() -> Iterator[bytes]:
-        yield from storage.open_stream(stored)
-
-    return StreamingResponse(
-        stream(),
+    return file_response(  # one byte range gets a 206, past the end a 416 (see _ranges, as the dub files)
+        request,
+        storage,
+        stored,
+        size,
         media_type=subtitle_jobs.MEDIA_TYPES[fmt],
-        headers={"Content-Disposition": f'attachment; filename="{name}"', "Content-Length": str(size)},
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )
 
 
@@ -607,7 +607,7 @@ def _routes() -> list[ApiRoute]:
             method="GET",
             response=bytes,
             response_description="the subtitle file (Content-Disposition: attachment)",
-            errors=(*auth, InvalidRequest, UnknownLanguage, JobNotFound),
+            errors=(*auth, InvalidRequest, UnknownLanguage, JobNotFound, RANGE_NOT_SATISFIABLE),
             query=[QueryParam("lang", str, "the source or the target language (default: the job's own)")],
         ),
     ]
@@ -664,6 +664,7 @@ def openapi_fixups(paths: dict[str, Any]) -> None:
         "description": "attachment; filename=<stem>.<lang>.<ext> (from originalFileName)",
         "schema": {"type": "string"},
     }
+    openapi_ranged(download_op, answer["content"])
 
 
 __all__ = [

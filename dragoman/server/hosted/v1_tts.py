@@ -12,7 +12,9 @@
 * ``GET /api/v1/tts/voices`` (no key): the ten voices, the 31 languages, the emotion presets, and per voice
   and language the engine voice serving it (standard and studio).
 * ``GET /api/v1/tts/jobs/{id}``: a tts job (:class:`TtsJobResponse`: the spec leaves this open);
-  ``GET /api/v1/tts/jobs/{id}/audio``: its WAV.
+  ``GET /api/v1/tts/jobs/{id}/audio``: its WAV, streamed from the store; one byte range (``Range``) gets a
+  206 and ``HEAD`` the headers alone, as every stored download (:mod:`._ranges`). The answers of
+  ``/synth`` and ``/synth/stream`` are POSTs' results (the stream made as it is sent): no ranges there.
 
 Validation (400): ``voiceId`` one of the ten; ``targetLang`` one of the 31 (two-letter); ``text`` 1 to
 50,000 characters; ``mode`` ``standard`` or ``studio``; ``speed`` 0.5–1.8; ``emotionPreset`` one of the
@@ -39,6 +41,7 @@ from dragoman.server._http import JSON, EnginePool, model_response
 from dragoman.server.hosted._common import base_url, check_webhook, read_limited
 from dragoman.server.hosted._gate import Reservation, authenticate, idempotent
 from dragoman.server.hosted._models import parse_model
+from dragoman.server.hosted._ranges import file_response
 from dragoman.service import billing, idempotency, jobs, tts_jobs
 from dragoman.service.usage import iso_ms
 
@@ -408,25 +411,26 @@ async def get_tts_job(request: Request) -> Response:
 
 
 async def get_tts_audio(request: Request) -> Response:
-    """The WAV of a done tts job (real RIFF sizes)."""
+    """The WAV of a done tts job (real RIFF sizes; after a word edit, the edited audio). One byte range
+    (``Range``) is answered 206, past the end 416 (:mod:`._ranges`, as the dub downloads)."""
     key = await authenticate(request)
     state = request.app.state
     job = await anyio.to_thread.run_sync(_tts_job, request, key)
     stored = job.artifacts.get(tts_jobs.AUDIO)
     if job.status != jobs.DONE or not stored:
         raise JobNotFound(f"no audio for tts job {job.id} yet: it is {job.status} (poll its poll_url)")
-    size = await anyio.to_thread.run_sync(state.storage.size, stored)
-
-    def stream() -> Iterator[bytes]:
-        yield from state.storage.open_stream(stored)
-
-    return StreamingResponse(
-        stream(),
+    storage: Storage = state.storage
+    try:
+        size = await anyio.to_thread.run_sync(storage.size, stored)
+    except FileNotFoundError:
+        raise JobNotFound(f"the audio of tts job {job.id} is no longer kept (results: 30 days)") from None
+    return file_response(
+        request,
+        storage,
+        stored,
+        size,
         media_type=WAV,
-        headers={
-            "Content-Length": str(size),
-            "Content-Disposition": f'attachment; filename="{job.id}.wav"',
-        },
+        headers={"Content-Disposition": f'attachment; filename="{job.id}.wav"'},
     )
 
 
