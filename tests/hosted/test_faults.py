@@ -27,8 +27,9 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -51,6 +52,9 @@ pytestmark = [needs_apertium, pytest.mark.slow]
 #: Past the sync bound (500 characters): an asynchronous job, run by a worker.
 LONG = "The cat sleeps on the warm mat. " * 20
 CREDITS = 1_000_000
+#: Seconds a wait for a process, a server or a state may take ("answers within": many times what it takes on
+#: an idle machine).
+BOUND_S = 60.0
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +106,42 @@ def wait_terminal(db: Database, account_id: str, timeout: float = 180) -> list[d
         time.sleep(0.3)
 
 
+def until(condition: Callable[[], bool], what: str, bound: float = BOUND_S) -> None:
+    """Poll ``condition`` until it holds; fail saying ``what`` did not happen within ``bound`` seconds."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {bound:g} s"
+        time.sleep(0.02)
+
+
+def read_by_peer(sock: socket.socket) -> bool:
+    """Whether what was sent on the loopback connection ``sock`` was read by the process at its other end:
+    nothing unacknowledged in our send queue and nothing left in the peer's receive queue (``/proc/net/tcp``,
+    whose lines hold ``local remote state tx_queue:rx_queue`` in hexadecimal)."""
+    ours, theirs = sock.getsockname()[1], sock.getpeername()[1]
+    queues: dict[tuple[int, int], tuple[int, int]] = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(address.rpartition(":")[2], 16) for address in fields[1:3])
+        tx, rx = (int(n, 16) for n in fields[4].split(":"))
+        queues[local, remote] = (tx, rx)
+    mine, peer = queues.get((ours, theirs)), queues.get((theirs, ours))
+    return mine is not None and peer is not None and mine[0] == 0 and peer[1] == 0
+
+
+def waiting_job_inserts(db: Database) -> list[int]:
+    """Server processes of PostgreSQL whose ``INSERT INTO jobs`` waits for a lock (the table is locked)."""
+    sql = (
+        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE 'INSERT INTO jobs %'"
+    )
+    return [int(r["pid"]) for r in rows(db, sql)]
+
+
+def backends_gone(db: Database, pids: list[int]) -> bool:
+    """Whether none of the PostgreSQL server processes ``pids`` is left (their sessions ended)."""
+    return not rows(db, "SELECT pid FROM pg_stat_activity WHERE pid = ANY(:p)", p=pids)
+
+
 def assert_charged_once(db: Database, account_id: str, jobs: list[dict[str, Any]]) -> None:
     """Each done job has one charge in the ledger, and the balance went down by exactly their credits."""
     charges = rows(
@@ -140,7 +180,7 @@ def test_an_api_process_killed_mid_request_then_retried_on_the_other_runs_one_jo
     ).encode()
     with socket.create_connection(("127.0.0.1", first.port), timeout=10) as sock:
         sock.sendall(head + body[: len(body) // 2])
-        time.sleep(0.3)
+        until(lambda: read_by_peer(sock), "the API process reading the first half of the request")
         cluster.stop(first, kill=True)
     assert rows(db, "SELECT state FROM idempotency WHERE idem_key = :k", k=idem) == []
     retried = post(second.url, key, body, idem)
@@ -172,13 +212,14 @@ def test_an_api_process_killed_mid_request_then_retried_on_the_other_runs_one_jo
         sql = "SELECT state FROM idempotency WHERE idem_key = :k"
         while not rows(db, sql, k=idem2) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert rows(db, sql, k=idem2) == [{"state": "running"}]  # reserved, the job's insert waiting
-        time.sleep(0.3)
+        assert rows(db, sql, k=idem2) == [{"state": "running"}]  # reserved
+        until(lambda: bool(waiting_job_inserts(db)), "the job's insert waiting for the lock")
+        waiting = waiting_job_inserts(db)
         cluster.stop(third, kill=True)
         locker.rollback()
     thread.join(60)
     assert outcome and isinstance(outcome[0], httpx.HTTPError), outcome  # the client saw no answer
-    time.sleep(1.0)
+    until(lambda: backends_gone(db, waiting), "the dead process's sessions ending")
     assert jobs_for(db, account_id, marker2) == []  # the dead process's transaction left no job
 
     conflict = post(second.url, key, body2, idem2)  # the reservation of a process that may still be working
@@ -245,11 +286,16 @@ def test_postgresql_restarted_during_load(cluster: Cluster, db: Database) -> Non
     threads = [threading.Thread(target=load, args=(api.url, k), daemon=True) for api, k in pairs]
     for thread in threads:
         thread.start()
-    time.sleep(3)
+
+    def answered(status: int, after: float, n: int) -> bool:
+        with lock:
+            return sum(1 for at, got, _, _ in answers if at > after and got == status) >= n
+
+    until(lambda: answered(202, 0.0, 2), "jobs accepted before PostgreSQL goes down")
     down_at = time.monotonic()
-    cluster.postgres.stop("fast")
-    time.sleep(4)
-    cluster.postgres.start()
+    cluster.postgres.stop("fast")  # returns once the server is down
+    until(lambda: answered(503, down_at, 4), "requests refused while PostgreSQL is down")
+    cluster.postgres.start()  # returns once it accepts connections
     up_at = time.monotonic()
     deadline = up_at + 60
     while time.monotonic() < deadline:  # until both processes have accepted jobs again
@@ -258,7 +304,6 @@ def test_postgresql_restarted_during_load(cluster: Cluster, db: Database) -> Non
         if recovered >= 4:
             break
         time.sleep(0.2)
-    time.sleep(1)
     stop.set()
     for thread in threads:
         thread.join(120)
@@ -318,7 +363,7 @@ def test_a_request_cut_by_a_postgresql_restart_is_accepted_on_retry_once_it_is_b
         while not rows(db, sql, k=idem) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert rows(db, sql, k=idem) == [{"state": "running"}]
-        time.sleep(0.3)
+        until(lambda: bool(waiting_job_inserts(db)), "the job's insert waiting for the lock")
         db.dispose()
         cluster.postgres.stop("fast")  # ends every session: the locker's and the waiting transaction
         thread.join(60)
