@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -86,7 +86,10 @@ class FakeDubber:
 class MediaServer:
     """A loopback HTTP server: ``files`` (path → bytes) answered 200, ``redirects`` (path → location)
     answered 302, anything else 404; ``length``: a Content-Length to state instead (negative: none);
-    ``drip``: seconds to pause after each KB of the path's body. ``url(path)`` is its address."""
+    ``drip``: seconds to pause after each KB of the path's body; ``hold``: paths whose body waits after its
+    first KB until :meth:`release` (the headers and the first KB are sent at once; ``started`` is set once a
+    held body began). ``url(path)`` is its address, ``hits`` the paths asked, ``sent[path]`` the bytes the
+    server wrote of the path's body."""
 
     def __init__(
         self,
@@ -96,13 +99,18 @@ class MediaServer:
         host: str = "127.0.0.1",
         length: Mapping[str, int] | None = None,
         drip: Mapping[str, float] | None = None,
+        hold: Collection[str] = (),
     ) -> None:
         served = dict(files)
         pauses = dict(drip or {})
         moved = dict(redirects or {})
         lengths = dict(length or {})
+        held = frozenset(hold)
         self.hits: list[str] = []
-        hits = self.hits
+        self.sent: dict[str, int] = {}
+        self.gate = threading.Event()
+        self.started = threading.Event()
+        hits, sent, gate, started = self.hits, self.sent, self.gate, self.started
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -127,14 +135,20 @@ class MediaServer:
                 else:
                     self.send_header("Connection", "close")
                 self.end_headers()
+                sent[self.path] = 0
+                pause = pauses.get(self.path)
+                step = 1024 if pause is not None or self.path in held else 64 * 1024
                 try:
-                    if self.path not in pauses:
-                        self.wfile.write(body)
-                        return
-                    for start in range(0, len(body), 1024):  # 1 KB, then a pause, and so on
-                        self.wfile.write(body[start : start + 1024])
-                        self.wfile.flush()
-                        time.sleep(pauses[self.path])
+                    for start in range(0, len(body), step):  # dripped or held: 1 KB at a time
+                        if start and self.path in held:
+                            started.set()
+                            gate.wait(120)
+                        chunk = body[start : start + step]
+                        self.wfile.write(chunk)
+                        sent[self.path] += len(chunk)
+                        if pause is not None:
+                            self.wfile.flush()
+                            time.sleep(pause)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
@@ -150,7 +164,12 @@ class MediaServer:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
+    def release(self) -> None:
+        """Lets the held bodies go on."""
+        self.gate.set()
+
     def close(self) -> None:
+        self.gate.set()
         self.server.shutdown()
         self.server.server_close()
 

@@ -8,16 +8,14 @@ the download runs ends it at once. The media servers run on loopback in the test
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from db_support import DbBackend
-from hosted_dub_support import FakeDubber, wait_terminal
+from hosted_dub_support import FakeDubber, MediaServer, wait_terminal
 from hosted_subtitles_support import TINY_ID, events, make_media, tiny_recognizer, wait_events, worker_process
 from hosted_support import Hosted, Receiver, StartHosted
 from sqlalchemy import func, select
@@ -30,79 +28,6 @@ from dragoman.speech.asr import Recognizer
 from dragoman.translation.engine import Engine
 
 pytestmark = needs_apertium
-
-
-class HeldServer:
-    """A loopback HTTP server of one body per path. ``hold``: paths whose body waits after its first KB until
-    :meth:`release` (the headers and the first KB are sent at once); ``stated``: False to send no
-    Content-Length (the body ends at the close). ``sent[path]`` counts the bytes the server wrote; ``hits``
-    the paths asked; ``started`` is set once a held body began."""
-
-    def __init__(
-        self, files: dict[str, bytes], *, hold: tuple[str, ...] = (), redirects: dict[str, str] | None = None
-    ) -> None:
-        self.files = files
-        self.gate = threading.Event()
-        self.started = threading.Event()
-        self.hits: list[str] = []
-        self.sent: dict[str, int] = {}
-        self.stated = True
-        outer = self
-        moved = dict(redirects or {})
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                outer.hits.append(self.path)
-                if self.path in moved:
-                    self.send_response(302)
-                    self.send_header("Location", moved[self.path])
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                body = outer.files.get(self.path)
-                if body is None:
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                self.send_response(200)
-                self.send_header("Content-Type", "video/mp4")
-                if outer.stated:
-                    self.send_header("Content-Length", str(len(body)))
-                else:
-                    self.send_header("Connection", "close")
-                self.end_headers()
-                outer.sent[self.path] = 0
-                try:
-                    step = 1024 if self.path in hold else 64 * 1024
-                    for start in range(0, len(body), step):
-                        if start and self.path in hold:
-                            outer.started.set()
-                            outer.gate.wait(120)
-                        self.wfile.write(body[start : start + step])
-                        outer.sent[self.path] += len(body[start : start + step])
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = int(self.server.server_address[1])
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def release(self) -> None:
-        self.gate.set()
-
-    def close(self) -> None:
-        self.gate.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="session")
@@ -164,7 +89,7 @@ def _wait(check: Any, timeout: float = 30) -> bool:
 
 
 def test_the_202_comes_before_the_download_ends(service: Hosted, clip: bytes, receiver: Receiver) -> None:
-    server = HeldServer({"/talk.mp4": clip}, hold=("/talk.mp4",))
+    server = MediaServer({"/talk.mp4": clip}, hold=("/talk.mp4",))
     try:
         key, _ = service.new_key(credits=1_000)
         with service.client(key) as c:
@@ -203,7 +128,7 @@ def test_the_202_comes_before_the_download_ends(service: Hosted, clip: bytes, re
 def test_a_failing_url_fails_the_job_with_its_code_and_charges_nothing(
     service: Hosted, receiver: Receiver, path: str, code: str
 ) -> None:
-    server = HeldServer(
+    server = MediaServer(
         {"/page.mp4": b"<html>not a video</html>" * 100},
         redirects={"/meta": "http://169.254.169.254/latest/meta-data/"},
     )
@@ -239,8 +164,7 @@ def test_a_body_past_the_limit_is_cut_off_there(
     limit = 256 * 1024
     monkeypatch.setattr(dub_jobs, "MAX_FILE_BYTES", limit)
     huge = clip + b"\0" * (64 * 1024 * 1024)  # 64 MB more than the limit, no Content-Length stated
-    server = HeldServer({"/huge.mp4": huge})
-    server.stated = False
+    server = MediaServer({"/huge.mp4": huge}, length={"/huge.mp4": -1})
     try:
         key, _ = service.new_key(credits=1_000)
         before = _uploads(service)
@@ -259,7 +183,7 @@ def test_a_body_past_the_limit_is_cut_off_there(
 
 
 def test_a_private_address_is_refused_at_the_post_when_not_allowed(service: Hosted, clip: bytes) -> None:
-    server = HeldServer({"/talk.mp4": clip})
+    server = MediaServer({"/talk.mp4": clip})
     service.app.state.media_fetch_allow_private = False  # the operator's default
     try:
         key, _ = service.new_key(credits=1_000)
@@ -283,7 +207,7 @@ def test_a_private_address_is_refused_at_the_post_when_not_allowed(service: Host
 def test_credits_are_reserved_once_probed_and_a_short_account_fails_then(
     service: Hosted, clip: bytes, receiver: Receiver
 ) -> None:
-    server = HeldServer({"/talk.mp4": clip})
+    server = MediaServer({"/talk.mp4": clip})
     try:
         poor, _ = service.new_key(credits=15)  # a 4 s dub into two targets needs 20
         empty, _ = service.new_key(credits=0)
@@ -307,7 +231,7 @@ def test_credits_are_reserved_once_probed_and_a_short_account_fails_then(
 
 
 def test_canceling_while_the_download_runs_ends_the_dub_at_once(service: Hosted, clip: bytes) -> None:
-    server = HeldServer({"/talk.mp4": clip}, hold=("/talk.mp4",))
+    server = MediaServer({"/talk.mp4": clip}, hold=("/talk.mp4",))
     try:
         key, _ = service.new_key(credits=1_000)
         before = _uploads(service)
@@ -351,7 +275,7 @@ def test_procrastinate_worker_fetches_the_url_in_the_job(
     finally:
         schema_db.dispose()
     hosted = start_hosted(db_url=url, dispatch="procrastinate", recognizer=recognizer, asr_model=TINY_ID)
-    server = HeldServer({"/talk.mp4": clip})
+    server = MediaServer({"/talk.mp4": clip})
     try:
         with hosted.client() as c:
             body = {
