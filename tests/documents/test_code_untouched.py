@@ -4,33 +4,19 @@ in running text (identifiers, options, paths, commands) comes back from the engi
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_backend_support import fake_engine, shout
 
 from dragoman.pipelines import translate_file as files
-from dragoman.settings import Settings
 from dragoman.translation.engine import Engine
-from dragoman.translation.types import BatchOutput, Pieces, Protected
-
-
-def _shout(batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
-    """A backend that "translates" every word it is free to change (upper case) and keeps the spans."""
-    return BatchOutput(
-        tuple(
-            "".join(p.output if isinstance(p, Protected) else p.upper() for p in pieces) for pieces in batch
-        )
-    )
 
 
 @pytest.fixture
 def engine(packs_dir: Path, tiny_argos_pack: Path) -> Iterator[Engine]:
-    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
-    settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(packs_dir), "DRAGOMAN_APERTIUM": "0"})
-    with Engine(settings) as eng:
-        eng.pack_cache.backend("argos-en-es").translate_batch = _shout  # type: ignore[method-assign]
+    with fake_engine(packs_dir, tiny_argos_pack, shout) as eng:
         yield eng
 
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import html
 import json
 import re
-import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import docx
@@ -22,59 +21,22 @@ import polib  # type: ignore[import-untyped]
 import pptx
 import pymupdf
 import pytest
+from fake_backend_support import capitalise, fake_engine, shout
 from lxml import etree  # type: ignore[import-untyped]
 
 from dragoman.pipelines import translate_file as files
-from dragoman.settings import Settings
 from dragoman.translation.engine import Engine
-from dragoman.translation.types import BatchOutput, Pieces, Protected
-
-Backend = Callable[[Sequence[Pieces], str, str], BatchOutput]
-
-
-def _shout(batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
-    """Every word the backend is free to change, upper-cased; protected spans as they are."""
-    return BatchOutput(
-        tuple(
-            "".join(p.output if isinstance(p, Protected) else p.upper() for p in pieces) for pieces in batch
-        )
-    )
-
-
-def _capitalise(batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
-    """Each segment as it came, but its first letter outside the protected spans capitalised."""
-    out = []
-    for pieces in batch:
-        parts, done = [], False
-        for piece in pieces:
-            if isinstance(piece, Protected):
-                parts.append(piece.output)
-                continue
-            i = next((n for n, c in enumerate(piece) if c.isalpha()), None)
-            if not done and i is not None:
-                piece, done = piece[:i] + piece[i].upper() + piece[i + 1 :], True
-            parts.append(piece)
-        out.append("".join(parts))
-    return BatchOutput(tuple(out))
-
-
-def _engine(packs_dir: Path, tiny_argos_pack: Path, backend: Backend) -> Engine:
-    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es", dirs_exist_ok=True)
-    settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(packs_dir), "DRAGOMAN_APERTIUM": "0"})
-    engine = Engine(settings)
-    engine.pack_cache.backend("argos-en-es").translate_batch = backend  # type: ignore[method-assign, assignment]
-    return engine
 
 
 @pytest.fixture
 def shouting(packs_dir: Path, tiny_argos_pack: Path) -> Iterator[Engine]:
-    with _engine(packs_dir, tiny_argos_pack, _shout) as engine:
+    with fake_engine(packs_dir, tiny_argos_pack, shout) as engine:
         yield engine
 
 
 @pytest.fixture
 def capitalising(packs_dir: Path, tiny_argos_pack: Path) -> Iterator[Engine]:
-    with _engine(packs_dir, tiny_argos_pack, _capitalise) as engine:
+    with fake_engine(packs_dir, tiny_argos_pack, capitalise) as engine:
         yield engine
 
 
@@ -239,7 +201,7 @@ def test_the_backend_does_capitalise() -> None:
     """The fake capitalises: the test above proves the engine's step, not the fake."""
     from dragoman.translation.protection import protect
 
-    out = _capitalise([protect(t) for t in LOWER_TEXTS], "eng_Latn", "spa_Latn")
+    out = capitalise([protect(t) for t in LOWER_TEXTS], "eng_Latn", "spa_Latn")
     assert out.texts[:4] == (
         "%(num)d Years ago",
         "{count} Files left",

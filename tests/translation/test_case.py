@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_backend_support import capitalise, fake_engine
 
-from dragoman.settings import Settings
 from dragoman.translation.case import match_first_case
 from dragoman.translation.engine import Engine
 from dragoman.translation.protection import protect
-from dragoman.translation.types import BatchOutput, GlossaryEntry, Pieces, Protected, TranslateOptions
+from dragoman.translation.types import GlossaryEntry, TranslateOptions
 
 
 @pytest.mark.parametrize(
@@ -58,30 +57,9 @@ def test_a_glossary_output_decides_its_own_case() -> None:
 # --- the engine, with a backend that capitalises every segment as models do -----------------------------
 
 
-def _capitalise(batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
-    """Each segment as it came, but its first word outside the protected spans capitalised."""
-    out = []
-    for pieces in batch:
-        parts, done = [], False
-        for piece in pieces:
-            if isinstance(piece, Protected):
-                parts.append(piece.output)
-                continue
-            i = next((n for n, c in enumerate(piece) if c.isalpha()), None)
-            if not done and i is not None:
-                piece, done = piece[:i] + piece[i].upper() + piece[i + 1 :], True
-            parts.append(piece)
-        out.append("".join(parts))
-    return BatchOutput(tuple(out))
-
-
 @pytest.fixture
 def capitalising_engine(packs_dir: Path, tiny_argos_pack: Path) -> Iterator[Engine]:
-    shutil.copytree(tiny_argos_pack, packs_dir / "translate-en_es")
-    settings = Settings.from_env({"DRAGOMAN_PACKS_DIR": str(packs_dir), "DRAGOMAN_APERTIUM": "0"})
-    with Engine(settings) as engine:
-        backend = engine.pack_cache.backend("argos-en-es")
-        backend.translate_batch = _capitalise  # type: ignore[method-assign]
+    with fake_engine(packs_dir, tiny_argos_pack, capitalise) as engine:
         yield engine
 
 
@@ -109,5 +87,5 @@ def test_engine_keeps_a_lower_case_start(capitalising_engine: Engine) -> None:
 
 def test_engine_without_the_step_would_capitalise(capitalising_engine: Engine) -> None:
     """The fake backend does capitalise: the test above proves the engine's step, not the fake."""
-    out = _capitalise([protect("%(num)d year"), protect("and then")], "eng_Latn", "spa_Latn")
+    out = capitalise([protect("%(num)d year"), protect("and then")], "eng_Latn", "spa_Latn")
     assert out.texts == ("%(num)d Year", "And then")
