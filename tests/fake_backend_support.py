@@ -1,12 +1,13 @@
 """Fake translation backends for the engine's tests (issue 11): they do what models do to a segment. ``shout``
 upper-cases every word it is free to change (so code the engine did not protect shows up); ``capitalise``
 capitalises the first word of each segment and changes nothing else (so a capital the engine let through
-shows up). ``fake_engine`` runs one in the tiny Argos pack's place."""
+shows up). ``fake_engine`` runs one in the tiny Argos pack's place; ``RUNNING_CODE`` is code written in
+running text, and ``assert_code_kept`` checks that a translation holds each piece as written."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -52,3 +53,21 @@ def fake_engine(packs_dir: Path, tiny_argos_pack: Path, backend: Backend) -> Ite
     with Engine(settings) as engine:
         engine.pack_cache.backend("argos-en-es").translate_batch = backend  # type: ignore[method-assign, assignment]
         yield engine
+
+
+RUNNING_CODE = (
+    "c.setFillColor(blue)",
+    "dpkg --get-selections > file",
+    "/usr/share/doc/",
+    "ASN1_SUCCESS",
+    "make install",
+    "os.path.join",
+    "std::vector",
+)
+"""Code in running text (identifiers, commands, paths, constants) that must come back as written."""
+
+
+def assert_code_kept(out: str, codes: Iterable[str], *, where: object = None) -> None:
+    """Each of ``codes`` stands in ``out`` as written (``where`` goes into the failure's message)."""
+    for code in codes:
+        assert code in out, (where, code, out)
