@@ -12,6 +12,8 @@ configurable) and the purge that enforces it. The job runner calls :func:`purge`
 - Dub files (``dubs/``, issue 16: dubbed videos, audio, subtitles) follow the results retention too, and dub
   children whose engine job ended without them are failed and refunded
   (:func:`dragoman.service.dub_jobs.reconcile`).
+- Files of tts word edits that no job names (an edit interrupted between its write and its commit) are
+  deleted after an hour's grace (:func:`dragoman.service.tts_voices.sweep_orphans`; issue 14).
 - Idempotency rows past their ``expires_ms`` (24 h) are deleted.
 - Webhook events delivered (or given up) more than :data:`WEBHOOK_EVENTS_DAYS` days ago are deleted with
   their delivery log.
@@ -67,8 +69,9 @@ def purge(db: Database, storage: Storage, settings: HostedSettings | Settings, n
     files += _delete_older(storage, "subtitles", results_cutoff)
     files += _delete_older(storage, "dubs", results_cutoff)  # dubbed videos, audio, subtitles (issue 16)
     uploads = _delete_older(storage, "uploads", uploads_cutoff)
-    from dragoman.service import dub_jobs, media_store, subtitle_jobs  # they import the job machinery
+    from dragoman.service import dub_jobs, media_store, subtitle_jobs, tts_voices  # they import the jobs
 
+    files += tts_voices.sweep_orphans(db, storage, now_ms)  # files of word edits interrupted (issue 14)
     media_store.purge_expired(db, now_ms)
     subtitle_jobs.reconcile(db)
     dub_jobs.reconcile(db)

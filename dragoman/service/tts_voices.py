@@ -29,12 +29,23 @@ if they had been sent in turn; edits are relative — two ``gain_db: 3`` edits o
 The version an edit replaced is kept one edit longer (``superseded_audio``/``superseded_words``: a download
 or a /words read that began just before the swap still finds its file), then deleted; all of them are
 artifacts of the job, so the results retention deletes what is left with the job.
+
+**Orphans.** An edit writes its files before the row that names them commits. When writing them fails,
+what was written is deleted at once. When the swap fails (the database unreachable: its commit may even
+have landed, so the files are not deleted blindly), when the process dies in between (killed, a power cut),
+or before it deleted the version its edit superseded, files stay that no row may name:
+:func:`sweep_orphans` (run by every retention purge, so soon after a runner starts and then hourly) deletes
+the edit files (``tts/<id>/edit-*``) and word files (``tts/<id>/words.json``) that the job's artifacts do not
+name, once they are older than :data:`ORPHAN_GRACE_MS` (1 hour: an edit commits a few seconds after its
+write, whichever process runs it). A file an edit of this process is writing or committing is never swept,
+whatever its age.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import secrets
 import threading
 from collections.abc import Iterator, Mapping
@@ -77,6 +88,11 @@ WORDS: Final = "words"
 ORIGINAL_AUDIO: Final = "original_audio"
 SUPERSEDED_AUDIO: Final = "superseded_audio"
 SUPERSEDED_WORDS: Final = "superseded_words"
+#: An unnamed edit or words file younger than this may belong to an edit not yet committed: never swept.
+ORPHAN_GRACE_MS: Final = 3600 * 1000
+#: Jobs whose artifacts one query of the sweep reads.
+_SWEEP_PAGE: Final = 500
+_ORPHAN = re.compile(r"tts/([^/]+)/(?:edit-[^/]+\.(?:wav|json)|words\.json)")
 
 
 def clip_key(key_id: str, clone_id: str) -> str:
@@ -367,13 +383,18 @@ def _try_edit(job: JobRecord, storage: Storage, body: Any, db: Database | None) 
     edited, timings = apply_edits(read_wav(_audio_of(job, storage)), words, edits)
     as_json = timings_to_json(timings)
     audio_out, words_out = edit_keys(job.id, version + 1)
-    storage.put_bytes(audio_out, _wav16(edited))
-    storage.put_bytes(words_out, json.dumps(as_json, ensure_ascii=False).encode())
+    with _writing(audio_out, words_out):  # until the swap is over, the sweep leaves them alone
+        try:
+            storage.put_bytes(audio_out, _wav16(edited))
+            storage.put_bytes(words_out, json.dumps(as_json, ensure_ascii=False).encode())
+        except BaseException:  # nothing names them: gone at once
+            _delete_quietly(storage, audio_out, words_out)
+            raise
+        # a failed swap leaves them to the sweep: its commit may have landed (a connection lost after it)
+        swapped = None if db is None else _swap_artifacts(db, job.id, version, audio_out, words_out)
     if db is not None:
-        swapped = _swap_artifacts(db, job.id, version, audio_out, words_out)
         if swapped is None:
-            storage.delete(audio_out)
-            storage.delete(words_out)
+            _delete_quietly(storage, audio_out, words_out)
             log.info("edit of tts job %s lost to another at version %d: applied again", job.id, version)
             return None
         before, after = swapped
@@ -389,3 +410,72 @@ def _try_edit(job: JobRecord, storage: Storage, body: Any, db: Database | None) 
         "credits": 0,
         "editable_until_ms": editable_until_ms(job),
     }
+
+
+# ----- orphans of interrupted edits -------------------------------------------------------------------------
+_LIVE: dict[str, int] = {}  # keys an edit of this process is writing or committing → how many such edits
+_LIVE_GUARD = threading.Lock()
+
+
+@contextmanager
+def _writing(*keys: str) -> Iterator[None]:
+    """Mark ``keys`` as an edit's files not yet committed: :func:`sweep_orphans` leaves them alone."""
+    with _LIVE_GUARD:
+        for key in keys:
+            _LIVE[key] = _LIVE.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        with _LIVE_GUARD:
+            for key in keys:
+                left = _LIVE.pop(key) - 1
+                if left:
+                    _LIVE[key] = left
+
+
+def _delete_quietly(storage: Storage, *keys: str) -> None:
+    """Delete ``keys``, logging (not raising) a failure: the sweep deletes what is left."""
+    for key in keys:
+        try:
+            storage.delete(key)
+        except Exception:
+            log.warning(
+                "could not delete %s of an edit that did not land; the sweep will", key, exc_info=True
+            )
+
+
+def sweep_orphans(db: Database, storage: Storage, now_ms: int, grace_ms: int = ORPHAN_GRACE_MS) -> int:
+    """Delete the edit and word files of tts jobs (``tts/<id>/edit-*``, ``tts/<id>/words.json``) that no
+    job's artifacts name and that are older than ``grace_ms`` at ``now_ms``, except those an edit of this
+    process is still writing; how many were deleted (see the module's notes)."""
+    cutoff = now_ms - grace_ms
+    with _LIVE_GUARD:
+        live = set(_LIVE)
+    by_job: dict[str, list[str]] = {}
+    for obj in storage.list("tts"):
+        found = _ORPHAN.fullmatch(obj.key)
+        if found is not None and obj.modified_ms < cutoff and obj.key not in live:
+            by_job.setdefault(found.group(1), []).append(obj.key)
+    deleted = 0
+    ids = list(by_job)
+    for at in range(0, len(ids), _SWEEP_PAGE):
+        page = ids[at : at + _SWEEP_PAGE]
+        with db.read() as conn:
+            rows = conn.execute(
+                select(tables.jobs.c.id, tables.jobs.c.artifacts).where(tables.jobs.c.id.in_(page))
+            ).all()
+        named = {str(row.id): {str(v) for v in dict(row.artifacts or {}).values()} for row in rows}
+        for job_id in page:
+            for key in by_job[job_id]:
+                if key in named.get(job_id, ()):
+                    continue
+                with _LIVE_GUARD:
+                    if key in _LIVE:  # an edit began writing it since the listing
+                        continue
+                try:
+                    deleted += storage.delete(key)
+                except Exception:  # one key that cannot be deleted must not stop the sweep
+                    log.warning("tts sweep: could not delete %s", key, exc_info=True)
+    if deleted:
+        log.info("tts sweep: %d file(s) of interrupted edits deleted", deleted)
+    return deleted
