@@ -17,7 +17,7 @@ on a male engine voice is rendered +5 semitones with formants ×1.12, a male per
 **Which engine voice.** Per language, :func:`resolve_voice` takes the installed engine voices of that
 language (``EngineVoice.language``) of the persona's gender, best ``quality`` first (Piper neural 90 > SVOX
 Pico 70 > festival HTS 60 > festival diphone/clunits 45 > flite 40 > espeak-ng 20); a standard render skips
-engines slower than real time ÷ 10 (:data:`SLOW_ENGINES`: Piper) when another voice of the gender is
+engines slower than real time ÷ 10 (:data:`SLOW_ENGINES`: Piper, Kokoro) when another voice of the gender is
 installed; a studio render takes the best whatever its speed. A better voice installed later (a user's Piper
 voice) takes over its language by its quality alone. A voice of the other gender serves (shifted, as below)
 when it ranks at least :data:`CROSS_GENDER_MIN_GAIN` (50) above the persona's own gender's best: SVOX Pico
@@ -89,7 +89,7 @@ CROSS_GENDER_MIN_GAIN: Final = 50
 
 #: Engines slower than a tenth of real time: a standard render uses them only when nothing else of the
 #: persona's gender speaks the language; a studio render uses the best voice whatever its speed.
-SLOW_ENGINES: Final = frozenset({"piper"})
+SLOW_ENGINES: Final = frozenset({"piper", "kokoro"})
 #: Among voices of equal quality, which of an engine's come first (flite's rms is clearer than kal16).
 _TIE_BREAK: Final[dict[str, tuple[str, ...]]] = {"flite": ("rms", "slt", "awb", "kal16")}
 
