@@ -25,8 +25,11 @@ text-embeddings-inference's queue sit in front of a model:
   own, so only the caller whose segments fail gets the error. A caller waiting in the queue sleeps until
   it is woken: by its results, its error, its designation as leader, its
   :class:`~dragoman.progress.JobContext`'s cancel token (:meth:`~dragoman.progress.CancelToken.on_cancel`)
-  or its deadline passing; then it leaves the queue at once if its context stops it. No caller polls,
-  except one whose token can only be read (MCP's client cancel), every ``CHECK_INTERVAL``.
+  or its deadline passing; then it leaves the queue at once if its context stops it. A leader waiting for
+  its batch to fill sleeps on the same condition, woken also when segments join the queue: its cancel or
+  deadline ends the window at once, and it leaves without running a batch, its slot handed to the oldest
+  caller still waiting (which leads the next batch, its own segments and the rest of the queue). No caller
+  polls, except one whose token can only be read (MCP's client cancel), every ``CHECK_INTERVAL``.
 - **Bounded.** At most ``max_queued`` segments wait per lane; beyond it a caller is refused
   (:class:`~dragoman.errors.Saturated`).
 
@@ -169,16 +172,16 @@ class _Request:
 class _Lane:
     """The queue of one (backend, source, target)."""
 
-    __slots__ = ("grown", "key", "queue", "queued", "running", "slots", "users")
+    __slots__ = ("filling", "key", "queue", "queued", "running", "slots", "users")
 
-    def __init__(self, key: tuple[int, str, str], slots: int, lock: threading.Lock) -> None:
+    def __init__(self, key: tuple[int, str, str], slots: int) -> None:
         self.key = key
         self.slots = slots
         self.queue: deque[_Request] = deque()  # requests with segments not yet taken, in round-robin order
         self.queued = 0  # segments not yet taken
         self.running = 0  # batches running or about to (leaders designated)
         self.users = 0  # callers inside the lane
-        self.grown = threading.Condition(lock)  # notified when segments join the queue
+        self.filling: list[_Request] = []  # leaders waiting for their batch to fill: woken as segments join
 
 
 _Item = tuple[_Request, int]
@@ -222,7 +225,7 @@ class Batcher:
         with self._lock:
             lane = self._lanes.get(key)
             if lane is None:
-                lane = self._lanes[key] = _Lane(key, slots, self._lock)
+                lane = self._lanes[key] = _Lane(key, slots)
             if lane.queued and lane.queued + len(batch) > self.limits.max_queued:
                 raise Saturated(
                     f"{lane.queued} segments already wait for {source}->{target}; retry shortly", 1
@@ -231,7 +234,8 @@ class Batcher:
             lane.users += 1
             lane.queue.append(request)
             lane.queued += len(batch)
-            lane.grown.notify_all()
+            for leader in lane.filling:
+                leader.cond.notify()
             self._dispatch(lane)
         place: Place | None = getattr(_held, "place", None)
         if place is not None:
@@ -297,8 +301,10 @@ class Batcher:
         if request.error is None:
             request.error = error
 
-    def _gather(self, lane: _Lane) -> list[_Item]:
-        """The next batch, taken from the queue round-robin, one segment per caller per turn."""
+    def _fill(self, lane: _Lane, leader: _Request, context: JobContext | None, polled: bool) -> None:
+        """Wait a moment for the leader's batch to fill when its lane is busy (see the module's docstring).
+        Sleeps on the leader's own condition, woken when segments join the queue, by its cancel, or at its
+        deadline; raises what its context's check raises when the context stops it meanwhile."""
         limits = self.limits
         window = min(limits.window, WINDOW_SHARE * self._call_seconds.get(lane.key, 0.0))
         idle = lane.slots - lane.running  # slots of the backend no batch uses (this leader holds one)
@@ -306,16 +312,28 @@ class Batcher:
         # A leader waits for its batch to fill only when it holds the lane's last slot: while slots are
         # idle, what is queued is better run now, side by side, than later in one bigger batch.
         busy = lane.running > 1 or self._callers.get(lane.key, 1.0) >= MERGED_CALLERS
-        if idle == 0 and busy and lane.queued < limits.max_segments and window > 0:
-            started = time.monotonic()  # busy: more callers are coming, wait a moment for them
-            end = started + window
+        if not (idle == 0 and busy and lane.queued < limits.max_segments and window > 0):
+            return
+        started = time.monotonic()  # busy: more callers are coming, wait a moment for them
+        end = started + window
+        lane.filling.append(leader)
+        try:
             while lane.queued < limits.max_segments:
+                if context is not None:
+                    context.check()
                 left = end - time.monotonic()
                 if left <= 0:
-                    break
-                lane.grown.wait(left)
+                    return
+                stop = self._wait_for(context, polled)
+                leader.cond.wait(left if stop is None else min(left, stop))
+        finally:
+            lane.filling.remove(leader)
             self._waited += time.monotonic() - started
-            idle = lane.slots - lane.running  # batches may have ended meanwhile
+
+    def _gather(self, lane: _Lane) -> list[_Item]:
+        """The next batch, taken from the queue round-robin, one segment per caller per turn."""
+        limits = self.limits
+        idle = lane.slots - lane.running  # slots of the backend no batch uses (this leader holds one)
         # Spread over the slots: the leaders already designated and each idle slot (when a caller waits to
         # lead it) get an even share of the queue (round-robin keeps each share fair), so 8 single-text
         # callers on a 4-thread backend make 4 batches of 2 running side by side, not one batch of 8 on one
@@ -427,7 +445,15 @@ class Batcher:
                         raise
                 request.lead = False  # this caller runs the next batch; its slot is counted in running
                 request.busy = True
-                items = self._gather(lane)
+                try:
+                    self._fill(lane, request, context, polled)
+                    items = self._gather(lane)
+                except BaseException as exc:  # stopped while its batch filled: leaves, hands its slot on
+                    request.busy = False
+                    lane.running -= 1
+                    self._withdraw(lane, request, exc)  # out of the queue first: not designated again
+                    self._dispatch(lane)
+                    raise
                 if not items:
                     request.busy = False
                     lane.running -= 1

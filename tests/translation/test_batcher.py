@@ -14,6 +14,7 @@ import pytest
 from dragoman.errors import BackendError, Cancelled, EngineTimeout, Saturated
 from dragoman.progress import CancelToken, JobContext
 from dragoman.settings import Settings
+from dragoman.translation import batcher as batcher_module
 from dragoman.translation.backends.apertium import ApertiumBackend
 from dragoman.translation.backends.base import joined
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
@@ -67,12 +68,15 @@ class Caller(threading.Thread):
         self.batcher, self.backend, self.texts, self.context = batcher, backend, texts, context
         self.answer: BatchOutput | None = None
         self.error: BaseException | None = None
+        self.ended: float | None = None  # when its call returned or raised (time.monotonic)
 
     def run(self) -> None:
         try:
             self.answer = self.batcher.translate(self.backend, segs(*self.texts), "en", "es", self.context)
         except BaseException as exc:  # noqa: BLE001 - the test reads it
             self.error = exc
+        finally:
+            self.ended = time.monotonic()
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -467,6 +471,92 @@ def test_the_window_is_bounded_by_the_limit() -> None:
     for caller in (first, second):
         caller.join(10)
     assert backend.calls == [("warm",), ("a",), ("b",)] and batcher.stats()["waited_seconds"] == 0
+
+
+class Held(Timed):
+    """Each call takes ``seconds``; a call holding a text that starts with 'hold' also waits for ``gate``.
+    Records the most calls running at once."""
+
+    def __init__(self, seconds: float, parallel_calls: int, gate: threading.Event) -> None:
+        super().__init__(seconds, parallel_calls)
+        self.hold = gate
+        self.now = 0
+        self.most = 0
+
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        try:
+            answer = super().translate_batch(batch, source, target)  # recorded at once
+            if any(joined(p).startswith("hold") for p in batch):
+                assert self.hold.wait(30)
+            return answer
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+@pytest.mark.parametrize("stop", ["cancel", "deadline", "polled"])
+def test_a_leader_stopped_while_its_batch_fills_leaves_at_once_and_hands_its_slot_on(
+    monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    """The leader of a busy lane waits a window for company (here 10 s). Its cancel (or its deadline, or a
+    cancel its token can only be polled for) ends the wait at once: it leaves without running a batch, and
+    its slot goes to the caller queued behind it, which leads the next batch. The old code waited out the
+    whole window, then ran the batch as if nothing had happened."""
+    monkeypatch.setattr(batcher_module, "WINDOW_SHARE", 100.0)  # 100 x the 0.2 s call, at most 10 s
+    gate = threading.Event()
+    backend = Held(0.2, parallel_calls=2, gate=gate)
+    batcher = Batcher(BatchLimits(window=10.0))
+    try:
+        warm = Caller(batcher, backend, ["warm"])  # an idle lane: no wait; the call time is learnt
+        warm.start()
+        warm.join(10)
+        assert warm.answer is not None
+        blocker = Caller(batcher, backend, ["hold"])  # holds one of the two slots until the gate opens
+        blocker.start()
+        wait_until(lambda: len(backend.calls) == 2)
+        token = ReadOnlyToken() if stop == "polled" else CancelToken()
+        context = JobContext(cancel=token, deadline=time.monotonic() + 1.5 if stop == "deadline" else None)
+        started = time.monotonic()
+        leader = Caller(batcher, backend, ["b"], context)  # the last slot of a busy lane: waits its window
+        leader.start()
+        wait_until(lambda: batcher.stats()["running_batches"] == 2 and batcher.stats()["queue_depth"] == 1)
+        follower = Caller(batcher, backend, ["c"])  # queued behind the leader, to meet it in its batch
+        follower.start()
+        wait_until(lambda: batcher.stats()["queue_depth"] == 2)
+        assert leader.is_alive()
+        monkeypatch.setattr(batcher_module, "WINDOW_SHARE", 0.25)  # the follower's own window: 0.05 s
+        stopped = time.monotonic()
+        if stop == "cancel":
+            token.cancel("the client went away")
+        elif stop == "polled":
+            assert isinstance(token, ReadOnlyToken)
+            token.flag.set()
+        leader.join(15)
+        assert leader.ended is not None
+        if stop == "deadline":
+            assert isinstance(leader.error, EngineTimeout)
+            assert leader.ended - started < 5.0  # its deadline (1.5 s), not the 10 s window
+        else:
+            assert isinstance(leader.error, Cancelled)
+            assert leader.ended - stopped < 1.0  # at once, not after the 10 s window
+        follower.join(10)  # led the next batch on the slot the leader gave up, the blocker still running
+        assert follower.answer == BatchOutput(("<c>",)) and blocker.is_alive()
+        assert backend.calls == [("warm",), ("hold",), ("c",)]  # the leader's segment was never translated
+        gate.set()
+        blocker.join(10)
+        assert blocker.answer == BatchOutput(("<hold>",))
+        stats = batcher.stats()
+        assert stats["queue_depth"] == 0 and stats["waiting_callers"] == 0 and stats["running_batches"] == 0
+        assert backend.most <= 2  # never more leaders than slots
+        after = Caller(batcher, backend, ["d"])  # the lane still works
+        after.start()
+        after.join(10)
+        assert after.answer == BatchOutput(("<d>",))
+    finally:
+        gate.set()
 
 
 def test_an_idle_lane_whose_batches_merged_callers_waits_for_them() -> None:
