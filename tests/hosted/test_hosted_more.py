@@ -20,6 +20,7 @@ import httpx
 import pytest
 from db_support import DbBackend
 from hosted_support import Hosted, Receiver, StartHosted
+from idempotency_support import migrated_db_fixture  # noqa: F401 (the ``db`` fixture)
 from support import needs_apertium
 
 from dragoman import webhooks as public_webhooks
@@ -186,14 +187,6 @@ def test_hosted_serve_command(tmp_path: Path, hosted_engine: Any, db_backend: Db
 
 
 # ----- the stores themselves ------------------------------------------------------------------------------
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    migrate.upgrade(database)
-    yield database
-    database.dispose()
-
-
 def test_idempotency_store_states_expiry_and_dead_reservations(db: Database) -> None:
     fp = idempotency.fingerprint("POST", "/api/v1/translate", b'{"a": 1}')
     assert fp != idempotency.fingerprint("POST", "/api/v1/translate", b'{"a": 2}')

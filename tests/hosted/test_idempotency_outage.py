@@ -9,15 +9,16 @@ On SQLite and PostgreSQL (``start_hosted``'s ``db_backend``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hosted_support import Hosted
+from idempotency_support import migrated_db_fixture  # noqa: F401 (the ``db`` fixture)
 from sqlalchemy import text
 
 from dragoman.errors import DatabaseUnavailable, IdempotencyConflict
-from dragoman.service import idempotency, jobs, migrate
+from dragoman.service import idempotency, jobs
 from dragoman.service.db import Database
 
 LONG = "The cat sleeps on the warm mat. " * 20  # past the sync bound: a queued job
@@ -92,14 +93,6 @@ def test_the_owed_release_is_written_within_seconds_without_another_request(
         time.sleep(0.1)
     assert _reservations(hosted, "k-later") == []
     assert len(hosted.app.state.tally.owed) == 0
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    migrate.upgrade(database)
-    yield database
-    database.dispose()
 
 
 def test_an_owed_release_leaves_a_reservation_taken_over_since_alone(db: Database) -> None:
