@@ -333,15 +333,19 @@ def test_a_request_waiting_in_the_batcher_gives_its_engine_place_to_another() ->
 
 
 class CountingEngine:
-    """An engine without a batcher: counts how many requests are inside it at once."""
+    """An engine without a batcher: counts how many requests are inside it at once. Each call is held until
+    two requests have been inside at once (what two workers allow: overlap is certain, whatever the
+    scheduler), then for ``HOLD`` seconds more, time for any request beyond the bound to come in too."""
 
     provenance: Provenance = "on-device"
+    HOLD = 0.2
 
     def __init__(self) -> None:
         self.started = time.time()
         self.now = 0
         self.most = 0
         self.lock = threading.Lock()
+        self.met = threading.Condition(self.lock)
 
     def pack_ids(self) -> list[str]:
         return []
@@ -355,7 +359,9 @@ class CountingEngine:
         with self.lock:
             self.now += 1
             self.most = max(self.most, self.now)
-        time.sleep(0.05)
+            self.met.notify_all()
+            assert self.met.wait_for(lambda: self.most >= 2, timeout=20)  # a second request came in
+        time.sleep(self.HOLD)
         with self.lock:
             self.now -= 1
         return TranslationResult(text.upper(), "eng_Latn", "spa_Latn", "on-device", 0.0, options=options)
@@ -370,6 +376,8 @@ class CountingEngine:
 
 
 def test_work_outside_the_batcher_is_still_bounded_by_the_workers() -> None:
+    """Eight requests at once, two workers: exactly two inside the engine at once (each call is held until
+    two overlap, then a while: with the bound broken, the six others would come in meanwhile)."""
     stub = CountingEngine()
     app = create_app(stub, None, max_workers=2, queue_limit=16, request_timeout=30)
     with BackgroundDaemon(app) as running:
