@@ -282,6 +282,10 @@ def register(subparsers: _SubParsers[argparse.ArgumentParser]) -> None:
     vi.add_argument("--replace", action="store_true", help="replace an installed voice with the same id")
     vi.set_defaults(func=cmd_voices_install)
 
+    from dragoman.cli import kokoro
+
+    kokoro.register(vsub)  # dragoman voices kokoro install|list|remove
+
     clone = vsub.add_parser(
         "clone", help="voice matches: the nearest voice adapted to a reference clip's pitch and formants"
     )

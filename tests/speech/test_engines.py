@@ -514,7 +514,7 @@ def test_registry_probes_once_and_orders_best_first(voice_settings: Settings) ->
     again = installed_engines(voice_settings)
     assert len(again) == len(engines) and all(a is b for a, b in zip(engines, again, strict=True))
     names = [e.name for e in probe(voice_settings)]
-    order = ["piper", "pico", "festival", "flite", "espeak"]
+    order = ["kokoro", "piper", "pico", "festival", "flite", "espeak"]
     assert names == [n for n in order if n in names]
     for engine in engines:
         assert isinstance(engine, TtsEngine)

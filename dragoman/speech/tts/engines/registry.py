@@ -2,8 +2,9 @@
 import check for py-nanotts and onnxruntime), lazily, thread-safe. Nothing is started until an engine is
 used; Piper's voice list (and the embedded voice's install on first use) waits for its first ``voices()``.
 
-Engines come best first (Piper, Pico, festival, flite, espeak-ng); each voice carries its own quality rank,
-so the voices layer picks per language by that rank, not by this order.
+Engines come best first (Kokoro, Piper, Pico, festival, flite, espeak-ng); each voice carries its own quality
+rank, so the voices layer picks per language by that rank, not by this order. Kokoro's voice list is read from
+the model store on first use, and again whenever the store changes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from dragoman.models.voices import voices_root
 from dragoman.settings import Settings
-from dragoman.speech.tts.engines import espeak, festival, flite, pico, piper
+from dragoman.speech.tts.engines import espeak, festival, flite, kokoro, pico, piper
 from dragoman.speech.tts.engines.base import TtsEngine
 
 _lock = threading.Lock()
@@ -24,6 +25,8 @@ def probe(settings: Settings) -> list[TtsEngine]:
     """The engines installed now (no cache)."""
     found: list[TtsEngine] = []
     espeak_engine = espeak.EspeakEngine() if espeak.available() else None
+    if espeak_engine is not None and kokoro.available():
+        found.append(kokoro.KokoroEngine(settings, espeak_engine))
     if espeak_engine is not None and piper.available():
         found.append(piper.PiperEngine(settings, espeak_engine))
     if pico.available():
