@@ -165,7 +165,8 @@ def _vocab_file(path: Path, files: list[Path]) -> Path:
 
 def read_voices_header(path: Path) -> tuple[tuple[str, ...], int]:
     """The voice names of a voices ``.npz`` and their style rows, from the arrays' headers (the data is not
-    read, pickles are refused): every array float32 of shape ``[rows, 1, 256]``, all of one ``rows``."""
+    read, pickles are refused): every array float32 of shape ``[rows, 1, 256]``, all of one ``rows``; the file
+    and what it expands to at most :data:`MAX_VOICES_BYTES`."""
     import numpy as np
 
     size = path.stat().st_size
@@ -178,6 +179,11 @@ def read_voices_header(path: Path) -> tuple[tuple[str, ...], int]:
             members = archive.infolist()
             if len(members) > MAX_VOICES:
                 raise PackIntegrityError(f"{path.name} holds {len(members)} arrays; at most {MAX_VOICES}")
+            expanded = sum(m.file_size for m in members)
+            if expanded > MAX_VOICES_BYTES:  # a compressed .npz is loaded whole: bound what it expands to
+                raise PackIntegrityError(
+                    f"{path.name} expands to {expanded} bytes, over the {MAX_VOICES_BYTES}-byte limit"
+                )
             for member in members:
                 name = member.filename.removesuffix(".npy")
                 if not member.filename.endswith(".npy") or not _VOICE_NAME.match(name):
