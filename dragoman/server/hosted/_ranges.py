@@ -141,7 +141,7 @@ RANGE_PARAMETER = {
     "in": "header",
     "required": False,
     "description": "one byte range: bytes=a-b, bytes=a- or bytes=-n (206); several ranges get the whole "
-    "file (200)",
+    "file (200); HEAD answers the same status and headers without the body",
     "schema": {"type": "string", "maxLength": MAX_RANGE_HEADER_CHARS},
 }
 
