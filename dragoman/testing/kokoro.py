@@ -160,9 +160,14 @@ def row_of(amplitude: float) -> int:
 
 
 def standin_model_bytes(
-    *, token_input: str = "tokens", style_dim: int = STYLE_DIM, output: str = "audio"
+    *,
+    token_input: str = "tokens",
+    style_dim: int = STYLE_DIM,
+    output: str = "audio",
+    int_speed: bool = False,
 ) -> bytes:
-    """The stand-in's ONNX model (the keywords make wrong signatures for tests)."""
+    """The stand-in's ONNX model (the keywords make wrong signatures for tests; ``token_input="input_ids"``
+    with ``int_speed`` is the signature of newer exports, whose ``speed`` is int32)."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -178,7 +183,8 @@ def standin_model_bytes(
         helper.make_node("Gather", ["shape", "one_i"], ["n"], axis=0),
         helper.make_node("Cast", ["n"], ["n_f"], to=TensorProto.FLOAT),
         const("hop", float(HOP), TensorProto.FLOAT),
-        helper.make_node("Gather", ["speed", "zero_i"], ["speed_s"], axis=0),
+        helper.make_node("Cast", ["speed"], ["speed_f"], to=TensorProto.FLOAT),
+        helper.make_node("Gather", ["speed_f", "zero_i"], ["speed_s"], axis=0),
         helper.make_node("Mul", ["n_f", "hop"], ["n_hop"]),
         helper.make_node("Div", ["n_hop", "speed_s"], ["n_samples"]),
         helper.make_node("Floor", ["n_samples"], ["n_floor"]),
@@ -198,7 +204,9 @@ def standin_model_bytes(
         [
             helper.make_tensor_value_info(token_input, TensorProto.INT64, [1, "n"]),
             helper.make_tensor_value_info("style", TensorProto.FLOAT, [1, style_dim]),
-            helper.make_tensor_value_info("speed", TensorProto.FLOAT, [1]),
+            helper.make_tensor_value_info(
+                "speed", TensorProto.INT32 if int_speed else TensorProto.FLOAT, [1]
+            ),
         ],
         [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["N"])],
     )

@@ -347,6 +347,23 @@ def test_engine_prosody(engine: engine_mod.KokoroEngine) -> None:
 
 
 @needs_espeak
+def test_newer_exports_with_input_ids_and_an_integer_speed(settings: Settings, model: Path) -> None:
+    """Kokoro exports after v1.0 name the tokens ``input_ids`` and take ``speed`` as int32: speed 1 is fed and
+    the rate reached by time stretch."""
+    model.write_bytes(standin.standin_model_bytes(token_input="input_ids", int_speed=True))
+    store_mod.install(str(model), settings)
+    engine = engine_mod.KokoroEngine(settings, espeak.EspeakEngine())
+    voice = f"{MODEL_ID}/af_standin"
+    text = "The quick brown fox jumps over the lazy dog."
+    (tokens,) = engine_mod.chunk_tokens(engine.phonemes(text, "en-us"), standin.vocab())
+    plain = engine.synthesize(text, voice).audio
+    assert len(plain.samples) == standin.expected_samples(len(tokens) + 2, 1.0)
+    assert standin.row_of(_peak(plain.samples)) == len(tokens)
+    fast = engine.synthesize(text, voice, Prosody(rate=2.0)).audio
+    assert abs(len(fast.samples) / len(plain.samples) - 0.5) < 0.03
+
+
+@needs_espeak
 def test_a_long_text_runs_in_chunks_of_at_most_510_tokens(engine: engine_mod.KokoroEngine) -> None:
     sentence = "This sentence is one of many that make a text far longer than one run of Kokoro. "
     text = sentence * 30
