@@ -186,6 +186,8 @@ def draw_turned(page: pymupdf.Page, block: Block, translation: str, *, rtl: bool
 def restore_links(page: pymupdf.Page, before: list[tuple[int, int, str]]) -> None:
     """Put back the link annotations that redaction removed (the same objects, in their old order)."""
     links = {xref for xref, kind, _ in before if kind == mupdf.PDF_ANNOT_LINK}
+    if not links:  # (most pages: nothing to put back, no need to list the annotations again)
+        return
     now = [xref for xref, *_ in page.annot_xrefs()]
     if links <= set(now):
         return
@@ -259,9 +261,10 @@ class Rewriter:
         shaped: list[tuple[Block, str]] = []
         scales: list[tuple[float, bool]] = []
         for block, translation in items:
-            if text.writable(block, translation, rtl=self.rtl, book=self.book):
+            fit = text.fitted(block, translation, rtl=self.rtl, book=self.book)
+            if fit is not None:
                 laid = text.lay_out(
-                    block, translation, self.book, spill=functools.partial(spill_for, block, work)
+                    block, translation, self.book, spill=functools.partial(spill_for, block, work), fit=fit
                 )
                 writers.add(block, laid, center=block.centered)
                 scales.append((laid.scale, laid.overflow))

@@ -61,6 +61,9 @@ MIN_SHARE = 0.7
 SPACE = 0.25
 #: A height no layout reaches.
 UNBOUNDED = 1e6
+#: Most word widths a font remembers (:meth:`Metrics.word_width`; the base fonts live as long as the
+#: process).
+WORDS_KEPT = 20_000
 #: The language ``TextWriter.append`` gives text written without one.
 _NO_LANGUAGE = mupdf.fz_text_language_from_string(None)
 
@@ -79,10 +82,16 @@ class Metrics:
     #: Whether the font has a space glyph (subsets made by TeX often do not: words are then shown one by
     #: one, spaced by :data:`SPACE`).
     has_space: bool = True
+    #: Widths of words met (:meth:`word_width`), at most :data:`WORDS_KEPT`.
+    words: dict[str, float] = field(default_factory=dict)
 
     def covers(self, text: str) -> bool:
         """True when the font has every character and none needs shaping (combining marks)."""
-        for char in set(text):
+        chars = set(text)
+        chars.discard("\n")
+        if chars <= self.widths.keys():  # every character met before (most texts, after the first few)
+            return True
+        for char in chars:
             if char in self.widths or char == "\n":
                 continue
             if char == " " and not self.font.has_glyph(32):
@@ -104,6 +113,15 @@ class Metrics:
 
     def width(self, text: str) -> float:
         return sum(map(self.widths.__getitem__, text))
+
+    def word_width(self, word: str) -> float:
+        """:meth:`width` of a word, remembered (words recur: each is summed once, not once per box)."""
+        found = self.words.get(word)
+        if found is None:
+            if len(self.words) >= WORDS_KEPT:
+                self.words.clear()
+            found = self.words[word] = self.width(word)
+        return found
 
 
 @functools.cache
@@ -224,12 +242,24 @@ def fonts_for(runs: Runs, book: FontBook | None) -> dict[fonts.TextStyle, Metric
     return chosen
 
 
+#: A translation's runs and the font of each look: what :func:`lay_out` works from.
+Fitted = tuple[Runs, dict[fonts.TextStyle, Metrics]]
+
+
+def fitted(block: Block, translation: str, *, rtl: bool, book: FontBook | None = None) -> Fitted | None:
+    """The runs of a translation this module can write (upright, left to right, characters of the base
+    fonts or of the document's own) and their fonts, for :func:`lay_out`; None when it cannot."""
+    if rtl or block.rotate != 0 or not translation.strip():
+        return None
+    runs = runs_of(block, translation)
+    chosen = fonts_for(runs, book)
+    return None if chosen is None else (runs, chosen)
+
+
 def writable(block: Block, translation: str, *, rtl: bool, book: FontBook | None = None) -> bool:
     """True when this module can write the translation (upright, left to right, characters of the base
     fonts or of the document's own)."""
-    if rtl or block.rotate != 0 or not translation.strip():
-        return False
-    return fonts_for(runs_of(block, translation), book) is not None
+    return fitted(block, translation, rtl=rtl, book=book) is not None
 
 
 #: A piece of a word: its text, font and colour.
@@ -251,10 +281,13 @@ def measure_runs(runs: Runs, chosen: dict[fonts.TextStyle, Metrics]) -> list[lis
                     paragraphs[-1].append([])
                 if word:
                     paragraphs[-1][-1].append((word, font, style.color))
-    return [
-        [(pieces, sum(font.width(text) for text, font, _ in pieces)) for pieces in paragraph]
-        for paragraph in paragraphs
-    ]
+    return [[(pieces, _word_width(pieces)) for pieces in paragraph] for paragraph in paragraphs]
+
+
+def _word_width(pieces: list[Piece]) -> float:
+    if len(pieces) == 1:  # (most words: one font) the sum below, of one width
+        return 0 + pieces[0][1].word_width(pieces[0][0])
+    return sum(font.width(text) for text, font, _ in pieces)
 
 
 def _break(word: Word, width: float) -> list[Word]:
@@ -328,13 +361,24 @@ def _positioned(line: list[Word], space: float) -> tuple[str, list[tuple[float, 
     if first is None:
         return " ".join("" for _ in line), [], space * max(0, len(line) - 1)
     font, colour = first[1], first[2]
-    if (
-        font.has_space
-        and font.widths.get(" ") == space
-        and all(part[1] is font and part[2] == colour for parts, _ in line for part in parts)
-    ):  # one font and colour (most lines): one piece
-        text = " ".join("".join(part[0] for part in parts) for parts, _ in line)
-        return text, [(0.0, text, font, colour)], sum(width for _, width in line) + space * (len(line) - 1)
+    if font.has_space and font.widths.get(" ") == space:  # one font and colour (most lines): one piece
+        texts = []
+        for parts, _ in line:
+            if len(parts) == 1:  # (most words)
+                if parts[0][1] is not font or parts[0][2] != colour:
+                    break
+                texts.append(parts[0][0])
+            elif all(part[1] is font and part[2] == colour for part in parts):
+                texts.append("".join(part[0] for part in parts))
+            else:
+                break
+        else:
+            text = " ".join(texts)
+            return (
+                text,
+                [(0.0, text, font, colour)],
+                sum(width for _, width in line) + space * (len(line) - 1),
+            )
     pieces: list[tuple[float, str, Metrics, int]] = []
     x = 0.0
     words = []
@@ -373,13 +417,18 @@ def lay_out(
     book: FontBook | None = None,
     *,
     spill: Callable[[], pymupdf.Rect] | None = None,
+    fit: Fitted | None = None,
 ) -> Laid:
     """The translation wrapped into the block's room at the largest size (up to the original) that fits,
     never below the legible size (:func:`legible_scale`): when it does not fit there it reflows into
     ``spill`` (the room grown downwards), words too long for a line broken; what still does not fit runs
-    past the room (``overflow``)."""
-    runs = runs_of(block, translation)
-    chosen = fonts_for(runs, book)
+    past the room (``overflow``). ``fit``: what :func:`fitted` gave for this translation (else found
+    again)."""
+    if fit is None:
+        runs = runs_of(block, translation)
+        chosen = fonts_for(runs, book)
+    else:
+        runs, chosen = fit
     if chosen is None:
         raise ValueError("lay_out() is for text the base or own fonts cover; check writable() first")
     first = chosen.get(block.style) or next(iter(chosen.values()))
@@ -456,6 +505,7 @@ class TextWriters:
         self.page = page
         self.rect = page.rect
         self.writers: dict[int, pymupdf.TextWriter] = {}
+        self.ictm: dict[int, tuple[float, ...]] = {}  # each writer's page space -> PDF space, as a tuple
 
     def add(self, block: Block, laid: Laid, *, center: bool) -> None:
         """Append a laid-out translation: what ``TextWriter.append`` does for each line (the position
@@ -471,11 +521,12 @@ class TextWriters:
                 writer = self.writers.get(colour)
                 if writer is None:
                     writer = self.writers[colour] = pymupdf.TextWriter(self.rect)
+                    self.ictm[colour] = tuple(writer.ictm)
                 if font.mono and not font.embedded:
                     # (the repair finds fonts by name: a document's own fonts may share one, as the
                     # Computer Modern fonts do, and a proportional one would be made monospaced)
                     writer.used_fonts.add(font.font)
-                a, b, c, d, e, f = writer.ictm  # page space -> PDF space
+                a, b, c, d, e, f = self.ictm[colour]  # page space -> PDF space
                 left = x + offset * size
                 trm = mupdf.fz_make_matrix(
                     size, 0, 0, size, a * left + c * baseline + e, b * left + d * baseline + f

@@ -94,3 +94,53 @@ def test_lines_are_shown_where_text_writer_append_puts_them() -> None:
     for (*_, origin), (*_, want) in zip(got, expected, strict=True):
         assert origin == pytest.approx(want, abs=1e-3)
     assert fast_page.get_fonts() == slow_page.get_fonts()  # the monospaced font's widths repaired alike
+
+
+def test_a_font_answers_coverage_and_word_widths_from_what_it_met_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shortcuts of the writing path (issue 11): coverage of characters met before without a loop,
+    word widths remembered (within a bound) and the same as summed afresh."""
+    font = _pdf_text.Metrics(pymupdf.Font("helv"))
+    assert font.covers("Two words\nand more")
+    assert font.covers("more and\nwords")  # every character met: the quick answer
+    assert not font.covers("cafe\u0301")  # a combining mark needs shaping
+    assert not font.covers("cafe\u0301")  # (remembered as missing)
+    assert font.covers("face")
+    for word in ("Two", "words", "and", "more", "face"):
+        assert font.word_width(word) == font.width(word)
+    monkeypatch.setattr(_pdf_text, "WORDS_KEPT", 3)
+    for word in ("a", "an", "and", "more", "word"):
+        assert font.word_width(word) == font.width(word)
+        assert len(font.words) <= 3
+
+
+def test_lay_out_from_fitted_runs_is_lay_out_alone() -> None:
+    """``Rewriter.write`` finds a translation's runs and fonts once (``fitted``) for both the check and the
+    layout: the layout is the one ``lay_out`` finds on its own."""
+    doc, page = page_with_everything()
+    work = _pdf_layout.page_blocks(page)
+    book = _pdf_text.FontBook()
+    book.note(page)
+    translation = "Una traducción algo más larga que el original, con palabras que caben en la línea"
+    laid_out = 0
+    for block in work.blocks:
+        fit = _pdf_text.fitted(block, translation, rtl=False, book=book)
+        assert (fit is not None) == _pdf_text.writable(block, translation, rtl=False, book=book)
+        if fit is None:
+            continue
+        once, alone = (
+            _pdf_text.lay_out(block, translation, book, fit=fit),
+            _pdf_text.lay_out(block, translation, book),
+        )
+        assert (once.lines, once.size, once.scale, once.widths, once.pieces) == (
+            alone.lines,
+            alone.size,
+            alone.scale,
+            alone.widths,
+            alone.pieces,
+        )
+        laid_out += 1
+    assert laid_out >= 3
+    assert _pdf_text.fitted(work.blocks[0], translation, rtl=True, book=book) is None
+    doc.close()
