@@ -178,15 +178,17 @@ class ScaledBackend(DbBackend):
 class WorkerThread:
     """A ``dragoman hosted worker`` inside the test process: :class:`dragoman.service.worker.HostedWorker`
     over the service's database, store and handlers (the session's engine), its Procrastinate worker on an
-    event loop of its own thread; :meth:`stop` cancels it (Procrastinate's graceful stop)."""
+    event loop of its own thread; :meth:`stop` cancels it (Procrastinate's graceful stop). It serves every
+    queue (translate, tts, subtitle, dub, webhooks, maintenance) with the app's own handlers (the recognizer,
+    dubber and synthesizer the test gave the service)."""
 
-    QUEUES = ("translate", "tts", "webhooks", "maintenance")
+    QUEUES = ("translate", "tts", "subtitle", "dub", "webhooks", "maintenance")
 
     def __init__(self, hosted: Hosted) -> None:
         from dragoman.service.worker import HostedWorker
 
         state = hosted.app.state
-        handlers = {"translate": state.handler, "tts": state.tts_handler}
+        handlers = dict(state.job_handlers)
         self.worker = HostedWorker(
             hosted.settings, self.QUEUES, handlers=handlers, db=hosted.db, storage=state.storage, stalled_s=30
         )

@@ -4,11 +4,12 @@ parametrised ``db_backend`` fixture, so each test using it runs on both), with t
 dispatcher running, a real engine (provenance 'server': Apertium eng<->spa and a tiny CTranslate2 pack
 en->de), and accounts and keys made through :mod:`dragoman.service.accounts`.
 
-A test marked ``scaled`` (test_hosted_api.py, test_hosted_more.py, test_hosted_tts.py) also runs in the
-scaled mode (issue 13), from the same ``db_backend`` parameter: PostgreSQL,
-``DRAGOMAN_DISPATCH=procrastinate`` with a Procrastinate worker in a thread of the test process (queues
-translate, tts, webhooks, maintenance), the rate limiter on the session's Redis, files in a fresh bucket of
-the session's moto S3 server. That mode is marked slow; it skips, saying why, only when Redis or PostgreSQL
+A test marked ``scaled`` (test_hosted_api.py, test_hosted_more.py, test_hosted_tts.py, and most of
+test_subtitles_api.py and test_dub_api.py) also runs in the scaled mode (issue 13), from the same
+``db_backend`` parameter: PostgreSQL, ``DRAGOMAN_DISPATCH=procrastinate`` with a Procrastinate worker in a
+thread of the test process (every queue: translate, tts, subtitle, dub, webhooks, maintenance, run with the
+app's own handlers), the rate limiter on the session's Redis, files in a fresh bucket of the session's moto
+S3 server. That mode is marked slow; it skips, saying why, only when Redis or PostgreSQL
 cannot run here."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Hosted subtitles (issue 15; spec 2.9, 4.3, 6, 8) over real HTTP, on SQLite and PostgreSQL: uploads,
+"""Hosted subtitles (issue 15; spec 2.9, 4.3, 6, 8) over real HTTP, on SQLite and PostgreSQL, and (the tests
+marked ``scaled``) on PostgreSQL + Procrastinate + Redis + S3 (tests/hosted/conftest.py): uploads,
 batches sharing one recognition run (the tiny Whisper), credits on the probed duration, status, downloads
 parsed by pysrt and webvtt-py, a failing child refunded while its sibling completes, webhooks exactly once,
 idempotent create, cancellation of a child, and the one-call route."""
@@ -33,7 +34,7 @@ from sqlalchemy import text
 from support import needs_apertium
 
 from dragoman.pipelines import subtitles as pipeline
-from dragoman.service import accounts, dispatch, subtitle_jobs
+from dragoman.service import accounts, dispatch, subtitle_jobs, webhooks
 from dragoman.service.db import Database
 from dragoman.speech.asr import Recognizer
 from dragoman.translation.engine import Engine
@@ -68,6 +69,7 @@ def _balance(service: Hosted, key: str) -> int:
     return accounts.get_account(service.db, account).balance
 
 
+@pytest.mark.scaled
 def test_caption_only_upload_create_status_and_downloads(service: Hosted, clip: Path) -> None:
     key, _ = service.new_key(credits=1_000)
     with service.client(key) as c:
@@ -110,6 +112,7 @@ def test_caption_only_upload_create_status_and_downloads(service: Hosted, clip: 
     assert _balance(service, key) == 1_000 - caption  # charged the reservation, nothing more
 
 
+@pytest.mark.scaled
 def test_translate_batch_failing_child_refunded_sibling_done_events_once(
     service: Hosted, clip: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,11 +183,15 @@ def test_translate_batch_failing_child_refunded_sibling_done_events_once(
     assert summary["batch_id"] == batch["batchId"] and summary["target_count"] == 2
     assert summary["done_count"] == 1 and summary["failed_count"] == 1
     assert [child["lang"] for child in summary["children"]] == ["es", "de"]
-    time.sleep(1.0)  # anything sent twice would have arrived by now
+    deadline = time.monotonic() + 60  # every event in the outbox delivered (or failed): a duplicate too
+    while webhooks.pending_count(service.db) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert webhooks.pending_count(service.db) == 0
     sent = [e["event"] for e in events(receiver)]
     assert sorted(sent) == ["subtitle.batch.completed", "subtitle.done", "subtitle.failed"], sent
 
 
+@pytest.mark.scaled
 def test_create_refusals(service: Hosted, clip: Path) -> None:
     key, _ = service.new_key(credits=1_000)
     other, _ = service.new_key(credits=1_000)
@@ -220,6 +227,7 @@ def test_create_refusals(service: Hosted, clip: Path) -> None:
     assert _balance(service, poor) == 3  # nothing reserved, no job written
 
 
+@pytest.mark.scaled
 def test_upload_refusals_and_hostile_names(
     service: Hosted, clip: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -237,8 +245,12 @@ def test_upload_refusals_and_hostile_names(
         assert hostile.status_code == 200, hostile.text
         assert hostile.json()["filename"] == "passwd.mp4"
         video_id = hostile.json()["video_id"]
-        files = service.settings.hosted.data_dir / "files" / "uploads" / video_id
-        assert [p.name for p in files.iterdir()] == ["passwd.mp4"]
+        storage = service.app.state.storage  # local files, or S3 in the scaled mode
+        stored = [o.key for o in storage.list(f"uploads/{video_id}")]
+        assert stored == [f"uploads/{video_id}/passwd.mp4"], stored
+        if storage.root is not None:
+            files = storage.root / "uploads" / video_id
+            assert [p.name for p in files.iterdir()] == ["passwd.mp4"]
         long_name = upload(c, clip, "a" * 5000 + ".mp4")
         assert long_name.status_code == 200 and len(long_name.json()["filename"]) <= 255
         monkeypatch.setattr(v1_subtitles, "MAX_UPLOAD_BYTES", 10_000)
@@ -253,6 +265,7 @@ def test_upload_refusals_and_hostile_names(
     assert leftovers == []  # spooled bodies are removed whatever happened
 
 
+@pytest.mark.scaled
 def test_create_is_idempotent(service: Hosted, clip: Path) -> None:
     key, _ = service.new_key(credits=1_000)
     with service.client(key) as c:
@@ -282,6 +295,7 @@ def test_create_is_idempotent(service: Hosted, clip: Path) -> None:
         wait_terminal(c, first.json()["jobIds"])
 
 
+@pytest.mark.scaled
 def test_cancel_a_child_refunds_it_while_its_sibling_completes(
     service: Hosted, clip: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -323,6 +337,7 @@ def test_cancel_a_child_refunds_it_while_its_sibling_completes(
     assert completed[0]["done_count"] == 1 and completed[0]["canceled_count"] == 1
 
 
+@pytest.mark.scaled
 def test_one_call_upload_and_create(service: Hosted, clip: Path) -> None:
     key, _ = service.new_key(credits=1_000)
     with service.client(key) as c:
@@ -350,10 +365,14 @@ def test_one_call_upload_and_create(service: Hosted, clip: Path) -> None:
         unknown = c.post("/api/v1/subtitles?colour=blue", content=clip.read_bytes())
         assert unknown.status_code == 400
     assert _balance(service, key) == 1_000 - 6 - 2
-    # a refused one-call batch leaves no upload behind
-    uploads = service.settings.hosted.data_dir / "files" / "uploads"
-    assert len(list(uploads.iterdir())) == 1
-    assert re.fullmatch(r"[0-9a-f-]{36}", next(uploads.iterdir()).name)
+    # a refused one-call batch leaves no upload behind (local files, or S3 in the scaled mode)
+    storage = service.app.state.storage
+    folders = {o.key.split("/")[1] for o in storage.list("uploads")}
+    assert len(folders) == 1 and re.fullmatch(r"[0-9a-f-]{36}", next(iter(folders))), folders
+    if storage.root is not None:
+        uploads = storage.root / "uploads"
+        assert len(list(uploads.iterdir())) == 1
+        assert re.fullmatch(r"[0-9a-f-]{36}", next(uploads.iterdir()).name)
 
 
 @pytest.mark.slow

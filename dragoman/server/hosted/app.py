@@ -479,6 +479,9 @@ def create_app(
             hosted=hosted,
         ),
     }
+    # what each job kind runs with: the in-process runner's, or a worker in this process (the tests' scaled
+    # mode) serving the queues with the same handlers
+    state.job_handlers = handlers
     # a dub's media URL is fetched (by its engine job) through the webhooks' SSRF guard, with its setting
     state.media_fetch_allow_private = hosted.webhooks_allow_private
     state.dispatch = make_dispatch(hosted, db, handlers, storage)
