@@ -7,17 +7,23 @@ engine's time).
 Each ``bench_*`` function builds its 50-page document in code and calls :func:`measure`, which runs three
 sides alternately, round after round (a first round warms up: imports, the Apertium pipeline):
 :func:`dragoman.pipelines.translate_file.translate_file` end to end, the engine alone on the texts the
-handler sent (in the same passes), and the format layer alone (below). The overhead is the median of the
-rounds' own ratios (each end to end against the engine alone beside it, so that a change of load on a
-shared machine between rounds cancels out), with their range; pages per second are medians with their
-min-max. ``main`` runs every ``bench_*(engine, folder)`` function defined here (or those named with
-``--only``); each builds its document in ``folder``.
+handler sent (in the same passes), and the format layer alone (below). Each side is timed twice: by the
+wall clock, and in CPU seconds of this process and of its child processes (Apertium's pipeline stages, read
+from ``/proc``). The overhead is the median of the rounds' own ratios (each end to end against the engine
+alone beside it, so that a change of load on a shared machine between rounds cancels out), with their
+range; pages per second are medians with their min-max. The CPU figure (end to end minus the engine alone,
+against the engine alone, both in CPU seconds) is the one that holds on a busy machine: other work there
+moves wall times by several times over, and the wall figure with them, but hardly the CPU seconds spent
+on the same work. It counts the format layer's work as if none of it overlapped the engine's, and the
+engine's own work as all of its stages' CPU (Apertium's stages run side by side). ``main`` runs every
+``bench_*(engine, folder)`` function defined here (or those named with ``--only``); each builds its
+document in ``folder``.
 
 The format layer's work is also timed alone, its translations replayed without the engine: the cost the
 overhead would be if none of it overlapped the engine's (the PDF handler lays out one group of pages while
-the next is translated). It moves less with the load of a shared machine than the overhead does.
-``--profile`` prints where that time goes (cProfile of every thread the handler runs, the functions with
-the most time of their own).
+the next is translated). ``--profile`` prints where that time goes: cProfile of every thread the handler
+runs, each on its own thread's CPU clock (a wall clock would count the time a thread waits for the other,
+for a lock or for a core of a busy machine), the functions with the most time of their own.
 
 Run: ``.venv/bin/python benchmarks/formats.py`` (about a minute; needs apertium and apertium-eng-spa);
 ``--quick`` is a smoke run (10 pages, 2 rounds); ``--help`` for the options.
@@ -26,6 +32,8 @@ Run: ``.venv/bin/python benchmarks/formats.py`` (about a minute; needs apertium 
 from __future__ import annotations
 
 import cProfile
+import ctypes
+import ctypes.util
 import os
 import pstats
 import shutil
@@ -62,16 +70,76 @@ def paragraph(start: int, sentences: int = 4) -> str:
     return " ".join(sentence(start + k) for k in range(sentences))
 
 
-def engine_alone(engine: Engine, calls: Sequence[Sequence[str]]) -> float:
-    """Seconds the engine takes on the texts of each translator call, in the passes
+#: Seconds and CPU seconds (this process and its children) that something took.
+Clocked = tuple[float, float]
+#: The C library, for another process's CPU clock (``clock_getcpuclockid``).
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c")) if ctypes.util.find_library("c") else None
+
+
+def _children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s live children (every thread's), from ``/proc``."""
+    out: list[int] = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out += [int(child) for child in listing.read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of a process (its CPU clock, to the nanosecond; ``/proc``'s clock ticks, 10 ms, where
+    that clock cannot be read) and of its children that it waited for, or 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tick = os.sysconf("SC_CLK_TCK")
+        waited = (int(fields[13]) + int(fields[14])) / tick
+        own = (int(fields[11]) + int(fields[12])) / tick
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    clock = ctypes.c_int()
+    if _LIBC is not None and _LIBC.clock_getcpuclockid(pid, ctypes.byref(clock)) == 0:
+        try:
+            own = time.clock_gettime(clock.value)
+        except OSError:  # (it ended meanwhile)
+            pass
+    return own + waited
+
+
+def cpu_seconds() -> float:
+    """CPU seconds so far of this process (every thread), of its live descendants (the Apertium pipeline's
+    stages, which translate in other processes) and of the children it waited for."""
+    total = time.process_time()
+    ended = os.times()
+    total += ended.children_user + ended.children_system
+    pending = _children(os.getpid())
+    while pending:
+        pid = pending.pop()
+        total += _process_cpu(pid)
+        pending += _children(pid)
+    return total
+
+
+def clocked(function: Callable[[], object]) -> Clocked:
+    """``function()``'s wall seconds and CPU seconds (:func:`cpu_seconds`)."""
+    cpu, wall = cpu_seconds(), time.perf_counter()
+    function()
+    return time.perf_counter() - wall, cpu_seconds() - cpu
+
+
+def engine_alone(engine: Engine, calls: Sequence[Sequence[str]]) -> Clocked:
+    """The time the engine takes on the texts of each translator call, in the passes
     :class:`~dragoman.pipelines.translate_file.EngineTextTranslator` makes."""
-    start = time.perf_counter()
-    for texts in calls:
-        for first in range(0, len(texts), files.TEXTS_PER_PASS):
-            engine.translate_many(
-                texts[first : first + files.TEXTS_PER_PASS], TranslateOptions("spa_Latn", source="eng_Latn")
-            )
-    return time.perf_counter() - start
+
+    def run() -> None:
+        for texts in calls:
+            for first in range(0, len(texts), files.TEXTS_PER_PASS):
+                engine.translate_many(
+                    texts[first : first + files.TEXTS_PER_PASS],
+                    TranslateOptions("spa_Latn", source="eng_Latn"),
+                )
+
+    return clocked(run)
 
 
 class Replay:
@@ -89,15 +157,15 @@ class Replay:
         return self.source
 
 
-def format_alone(document: Path, translations: dict[str, str]) -> float:
-    """Seconds the document's handler takes with the translations replayed (its outputs removed first)."""
+def format_alone(document: Path, translations: dict[str, str]) -> Clocked:
+    """The time the document's handler takes with the translations replayed (its outputs removed first)."""
     output = document.with_name(f"{document.stem}.replayed{document.suffix}")
     for path in [output, *document.parent.glob(f"{document.stem}.es.*")]:
         path.unlink(missing_ok=True)
     output.touch()
-    start = time.perf_counter()
-    handlers.find_handler(document).translate(document, output, Replay(translations), None)
-    return time.perf_counter() - start
+    return clocked(
+        lambda: handlers.find_handler(document).translate(document, output, Replay(translations), None)
+    )
 
 
 def measure(name: str, engine: Engine, document: Path, pages: int) -> None:
@@ -113,29 +181,37 @@ def measure(name: str, engine: Engine, document: Path, pages: int) -> None:
         translations.update(zip(texts, out, strict=True))
         return out
 
-    def end_to_end() -> float:
+    def end_to_end() -> Clocked:
         for path in document.parent.glob(f"{document.stem}.es.*"):
             path.unlink()
         calls.clear()
-        start = time.perf_counter()
-        files.translate_file(engine, document, "es", source="en")
-        return time.perf_counter() - start
+        return clocked(lambda: files.translate_file(engine, document, "es", source="en"))
+
+    sides: dict[str, Callable[[], Clocked]] = {
+        "end to end": end_to_end,
+        "engine alone": lambda: engine_alone(engine, calls),
+        "format alone": lambda: format_alone(document, translations),
+    }
+    cpus: dict[str, list[float]] = {name: [] for name in sides}
+
+    def wall_of(name: str) -> Callable[[], float]:
+        def run() -> float:
+            wall, cpu = sides[name]()
+            cpus[name].append(cpu)
+            return wall
+
+        return run
 
     files.EngineTextTranslator.__call__ = recording  # type: ignore[method-assign]
     try:
-        times = harness.alternate_measured(
-            {
-                "end to end": end_to_end,
-                "engine alone": lambda: engine_alone(engine, calls),
-                "format alone": lambda: format_alone(document, translations),
-            },
-            ROUNDS,
-            warmup=1,
-        )
+        times = harness.alternate_measured({name: wall_of(name) for name in sides}, ROUNDS, warmup=1)
     finally:
         files.EngineTextTranslator.__call__ = original_call  # type: ignore[method-assign]
-    overhead = times.paired("end to end", "engine alone", lambda e, a: (e - a) / a)
-    replayed = times.ratio("format alone", "engine alone")
+    kept = tuple(zip(*(cpus[name][1:] for name in times.names), strict=True))
+    cpu = harness.Rounds(times.names, kept, times.order)
+    overhead = cpu.paired("end to end", "engine alone", lambda e, a: (e - a) / a)
+    wall_overhead = times.paired("end to end", "engine alone", lambda e, a: (e - a) / a)
+    replayed = cpu.ratio("format alone", "engine alone")
     texts = [t for call in calls for t in call]
     characters = sum(map(len, texts))
     print(
@@ -149,28 +225,39 @@ def measure(name: str, engine: Engine, document: Path, pages: int) -> None:
         f"  engine alone, same calls: {times.spread('engine alone').inverse(pages).text('.1f', ' pages/s')}"
     )
     print(
-        f"  format layer overhead: {harness.ratio_text(overhead, percent=True)} of the engine's time "
-        "(target < 25%)"
+        f"  CPU seconds (this process and Apertium's): end to end {cpu.spread('end to end').text('.2f')}, "
+        f"engine alone {cpu.spread('engine alone').text('.2f')}, "
+        f"format layer alone {cpu.spread('format alone').text('.2f')}"
+    )
+    print(
+        f"  format layer overhead: {harness.ratio_text(overhead, percent=True)} of the engine's CPU time "
+        "(end to end minus engine alone; target < 25%)"
+    )
+    print(
+        f"  the same by the wall clock: {harness.ratio_text(wall_overhead, percent=True)} of the engine's "
+        "wall time (moves with the machine's load)"
     )
     print(
         f"  format layer alone, translations replayed: {harness.ratio_text(replayed, percent=True)} of the "
-        "engine's time (if none of it overlapped)"
+        "engine's CPU time"
     )
     if PROFILE_LINES:
         print(
-            f"  where the format layer's time goes ({name} replayed; cProfile of every thread, by own time):"
+            f"  where the format layer's time goes ({name} replayed; cProfile of every thread, by own CPU "
+            "time):"
         )
         profiled(format_alone, document, translations).sort_stats("tottime").print_stats(PROFILE_LINES)
 
 
 def profiled(function: Callable[..., object], *args: object) -> pstats.Stats:
     """``function(*args)`` under cProfile, with every thread it starts profiled too (the PDF handler does
-    its MuPDF work on a worker thread); a thread waiting for another shows as a lock's ``acquire``."""
-    profiles = [cProfile.Profile()]
+    its MuPDF work on a worker thread), each on its own CPU clock: a thread waiting for another, or for a
+    core of a busy machine, spends none."""
+    profiles = [cProfile.Profile(time.thread_time)]
     original_run = threading.Thread.run
 
     def run(thread: threading.Thread) -> None:
-        profiles.append(cProfile.Profile())
+        profiles.append(cProfile.Profile(time.thread_time))
         profiles[-1].runcall(original_run, thread)
 
     threading.Thread.run = run  # type: ignore[method-assign, assignment]
