@@ -12,9 +12,9 @@ wall clock, and in CPU seconds of this process and of its child processes (Apert
 from ``/proc``). The overhead is the median of the rounds' own ratios (each end to end against the engine
 alone beside it, so that a change of load on a shared machine between rounds cancels out), with their
 range; pages per second are medians with their min-max. The CPU figure (end to end minus the engine alone,
-against the engine alone, both in CPU seconds) is the one that holds on a busy machine: other work there
-moves wall times by several times over, and the wall figure with them, but hardly the CPU seconds spent
-on the same work. It counts the format layer's work as if none of it overlapped the engine's, and the
+against the engine alone, both in CPU seconds) holds better on a busy machine: other work there moves
+wall times by several times over, and the wall figure with them, far more than the CPU seconds spent on
+the same work (the format layer alone against the engine alone, in CPU seconds, is the steadiest). It counts the format layer's work as if none of it overlapped the engine's, and the
 engine's own work as all of its stages' CPU (Apertium's stages run side by side). ``main`` runs every
 ``bench_*(engine, folder)`` function defined here (or those named with ``--only``); each builds its
 document in ``folder``.
