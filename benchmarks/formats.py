@@ -8,14 +8,15 @@ Each ``bench_*`` function builds its 50-page document in code and calls :func:`m
 sides alternately, round after round (a first round warms up: imports, the Apertium pipeline):
 :func:`dragoman.pipelines.translate_file.translate_file` end to end, the engine alone on the texts the
 handler sent (in the same passes), and the format layer alone (below). Each side is timed twice: by the
-wall clock, and in CPU seconds of this process and of its child processes (Apertium's pipeline stages, read
-from ``/proc``). The overhead is the median of the rounds' own ratios (each end to end against the engine
-alone beside it, so that a change of load on a shared machine between rounds cancels out), with their
-range; pages per second are medians with their min-max. The CPU figure (end to end minus the engine alone,
-against the engine alone, both in CPU seconds) holds better on a busy machine: other work there moves
-wall times by several times over, and the wall figure with them, far more than the CPU seconds spent on
-the same work (the format layer alone against the engine alone, in CPU seconds, is the steadiest). It counts the format layer's work as if none of it overlapped the engine's, and the
-engine's own work as all of its stages' CPU (Apertium's stages run side by side). ``main`` runs every
+wall clock, and in CPU seconds of this process and of its child processes (Apertium's pipeline stages,
+each read from its own CPU clock). The overhead is the median of the rounds' own ratios (each end to end
+against the engine alone beside it, so that a change of load on a shared machine between rounds cancels
+out), with their range; pages per second are medians with their min-max. The CPU figure (end to end minus
+the engine alone, against the engine alone, both in CPU seconds) holds better on a busy machine: other
+work there moves wall times by several times over, and the wall figure with them, far more than the CPU
+seconds spent on the same work (the format layer alone against the engine alone, in CPU seconds, is the
+steadiest). It counts the format layer's work as if none of it overlapped the engine's, and the engine's
+own work as all of its stages' CPU (Apertium's stages run side by side). ``main`` runs every
 ``bench_*(engine, folder)`` function defined here (or those named with ``--only``); each builds its
 document in ``folder``.
 
