@@ -16,15 +16,29 @@ fr   0.20 0.13 0.07 0.13 0.07                              no
 it   0.07 0.13 0.07 0.07 0.00                              no
 ==== ==================================================== ==========
 
-So the target holds in English and Spanish and not for every voice in German, French and Italian, where
-Whisper base mishears Pico's pitch-shifted personas ("Fuchs" as "Fuß", "paresseux" as "paraissé"): a larger
-recognition model (``dragoman asr install``) would say whether the voices or the recogniser are at fault.
-The bounds below are the target where it is met and the measured worst plus one word elsewhere, so a
-regression in any voice or in the recogniser fails. Slow: 17 renders of about 5 s, transcribed on 2 cores.
+On one sentence the target holds in English and Spanish and not for every voice in German, French and
+Italian, where Whisper base mishears a word or two ("Fuchs" as "Fuß", "paresseux" as "paraissé"). The bounds
+below are the target where it is met and the measured worst plus one word elsewhere, so a regression in any
+voice or in the recogniser fails. Slow: 17 renders of about 5 s, transcribed on 2 cores. On five sentences a
+language, each rendered and transcribed alone and pooled, every female persona is within the target in
+English (0.000-0.032), Spanish (0.033), French (0.014-0.029) and Italian (0.033-0.100), and German is not
+(aria 0.136, nova 0.085, lyra 0.136, iris 0.085, maya 0.102): see the ten-sentence check below.
 
 The male personas in es, de, fr and it are served by Pico shifted down (a far better voice of the other
 gender beats espeak-ng and festival's Italian diphone: voices.py ``CROSS_GENDER_MIN_GAIN``), and held to the
 same bounds.
+
+One sentence is too few words to judge a 10% target (one word of 13 is 8%), so the target itself is checked on
+ten sentences a language (:data:`POOLED`: 117 German, 112 Italian words), rendered as one text and transcribed
+once, for the personas that missed it on the first five sentences (German aria, lyra and maya) or met it by at
+most one word (Italian maya 0.100, lyra 0.083). Measured on the ten (one render each, Whisper base int8, beam
+5): German aria 0.094, lyra 0.060, maya 0.077; Italian maya 0.054, lyra 0.080. Their settings are the shared
+persona ladder, unchanged: the excess on five sentences was one to three words that moved with no trend in
+pitch, pace or formant scale (the native Pico voice, which aria is, missed too), and settings that fixed those
+five were as bad or worse on five other sentences (German lyra at formant scale 1.00 instead of 1.05: 0.136 ->
+0.085 on the five, 0.034 -> 0.086 on the other five). Every German render shares errors of Pico's or the
+scorer's (``wird`` heard ``will``, ``frischem`` as ``frischen``, ``neun`` written ``9``, ``zuschauen`` as ``zu
+schauen``): about five words of the margin. Slow: five renders of about 45 s.
 """
 
 from __future__ import annotations
@@ -68,3 +82,49 @@ def test_pico_voices_are_understood_by_the_recogniser(
     heard = base_recognizer.transcribe(result.audio, TranscribeOptions(language=language))
     wer = word_error_rate(TEXTS[language], heard.text)
     assert wer <= BOUND[language], (voice, language, round(wer, 3), heard.text)
+
+
+#: Ten sentences a language for the pooled check of the target (the first five are the five of the
+#: measurement in voices.py's module docstring).
+POOLED = {
+    "de": (
+        "Der schnelle braune Fuchs springt über den faulen Hund, während die Kinder zuschauen.",
+        "Morgen fahren wir mit dem Zug nach Berlin und besuchen unsere Großeltern.",
+        "Bitte schließen Sie das Fenster, denn es wird heute Abend sehr kalt.",
+        "Die Bibliothek öffnet um neun Uhr und schließt am späten Nachmittag.",
+        "Mein Bruder kocht gerne Suppe mit frischem Gemüse aus dem Garten.",
+        "Im Sommer schwimmen die Kinder gerne im kalten See hinter dem Dorf.",
+        "Der Arzt sagt, dass meine Mutter noch eine Woche im Bett bleiben muss.",
+        "Wir haben gestern Abend einen langen Spaziergang durch den Wald gemacht.",
+        "Kannst du mir bitte das Salz und den Pfeffer über den Tisch reichen?",
+        "Die Lehrerin erklärt den Schülern geduldig die neue Aufgabe.",
+    ),
+    "it": (
+        "La veloce volpe marrone salta sopra il cane pigro mentre i bambini guardano dal giardino.",
+        "Domani prenderemo il treno per Roma per andare a trovare i nostri nonni.",
+        "Per favore chiudete la finestra, perché stasera farà molto freddo.",
+        "La biblioteca apre alle nove e chiude nel tardo pomeriggio.",
+        "Mio fratello ama preparare la zuppa con le verdure fresche dell'orto.",
+        "D'estate i ragazzi nuotano nel lago freddo dietro il paese.",
+        "Il medico dice che mia madre deve restare a letto ancora una settimana.",
+        "Ieri sera abbiamo fatto una lunga passeggiata nel bosco.",
+        "Puoi passarmi il sale e il pepe, per favore?",
+        "La maestra spiega con pazienza il nuovo compito agli studenti.",
+    ),
+}
+#: Issue 14's target, held on the ten sentences.
+TARGET = 0.10
+POOLED_CASES = [("de", "aria"), ("de", "lyra"), ("de", "maya"), ("it", "lyra"), ("it", "maya")]
+
+
+@pytest.mark.parametrize(("language", "voice"), POOLED_CASES)
+def test_pico_personas_meet_the_target_over_ten_sentences(
+    base_recognizer: Recognizer, language: str, voice: str
+) -> None:
+    text = " ".join(POOLED[language])
+    result = synthesizer().synthesize(text, SynthesisOptions(voice, language))
+    assert result.engine == "pico", (voice, language, result.engine)
+    heard = base_recognizer.transcribe(result.audio, TranscribeOptions(language=language))
+    wer = word_error_rate(text, heard.text)
+    print(f"{language} {voice}: WER {wer:.3f}")
+    assert wer <= TARGET, (voice, language, round(wer, 3), heard.text)
