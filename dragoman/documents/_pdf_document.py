@@ -66,8 +66,15 @@ def open_pdf(source: Path) -> pymupdf.Document:
     return doc
 
 
+def _align(block: Block, *, rtl: bool) -> str | None:
+    """The CSS alignment of a block's translation (a right-to-left one keeps MuPDF's own)."""
+    if rtl:
+        return None
+    return "center" if block.centered else "justify" if block.justified else None
+
+
 def _story(block: Block, translation: str, *, rtl: bool) -> pymupdf.Story:
-    align = "center" if block.centered and not rtl else None
+    align = _align(block, rtl=rtl)
     css = fonts.css_for(block.style, line_height=block.line_height, align=align)
     html = fonts.html_for_runs(text.runs_of(block, translation), block.style, rtl=rtl)
     return pymupdf.Story(html=html, user_css=css)
@@ -173,7 +180,7 @@ class Overlay:
 
 def draw_turned(page: pymupdf.Page, block: Block, translation: str, *, rtl: bool) -> float:
     """Write a translation turned by a multiple of 90 degrees into its block; the scale it took."""
-    align = "center" if block.centered and not rtl else None
+    align = _align(block, rtl=rtl)
     css = fonts.css_for(block.style, line_height=block.line_height, align=align)
     html = fonts.html_for_runs(text.runs_of(block, translation), block.style, rtl=rtl)
     floor = text.legible_scale(block.style.size, painted=block.paint_over)

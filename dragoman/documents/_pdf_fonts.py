@@ -30,6 +30,7 @@ FLAG_ITALIC = 2
 FLAG_SERIF = 4
 FLAG_MONO = 8
 FLAG_BOLD = 16
+FLAG_SUPERSCRIPT = 1
 
 _BOLD_NAMES = ("bold", "black", "heavy", "semibold", "demi")
 _ITALIC_NAMES = ("italic", "oblique")
@@ -226,6 +227,10 @@ class TextStyle:
     italic: bool = False
     family: str = "sans-serif"  # sans-serif (Nimbus Sans), Times (Nimbus Roman) or monospace (Nimbus Mono)
     font: str = ""  # the document's font (name without subset prefix): kept where it has the glyphs needed
+    #: An inline superscript or subscript (a footnote mark, an exponent): its size as a share of the
+    #: block's, and how far its baseline is raised (lowered when negative), as a share of the block's size.
+    ratio: float = 1.0
+    rise: float = 0.0
 
     @property
     def code(self) -> bool:
@@ -356,6 +361,10 @@ def html_for_runs(runs: list[tuple[str, TextStyle]], base: TextStyle, *, rtl: bo
             rules.append(f"font-style:{'italic' if style.italic else 'normal'}")
         if style.color != base.color:
             rules.append(f"color:#{style.color:06x}")
+        if style.rise:
+            rules.append(
+                f"font-size:{style.ratio:.2f}em;vertical-align:{'super' if style.rise > 0 else 'sub'}"
+            )
         parts.append(f'<span style="{";".join(rules)}">{body}</span>' if rules else body)
     body = "".join(parts)
     return f'<div dir="rtl">{body}</div>' if rtl else f"<div>{body}</div>"

@@ -6,7 +6,9 @@ Each text block of ``page.get_text("dict")`` becomes one :class:`Block`: its lin
 (a line ending well short of the block's right edge keeps its line break: a paragraph end or a list item;
 a word hyphenated at a line end is joined), the look of most of its characters (runs in another look
 between numbered placeholders, monospace code as a single placeholder kept as it is), its line pitch, its
-direction. A block all in monospace is code and left alone. Text on one line split by a wide gap (table
+direction, whether it is justified (:func:`justified`); a smaller span raised or lowered on its line (a
+footnote mark, an exponent) is a run of its own that keeps its size and baseline shift (:func:`_scripts`).
+A block all in monospace is code and left alone. Text on one line split by a wide gap (table
 cells, a running header's parts, a label set flush right) is cut into separate blocks (:func:`columns`).
 
 Translations are usually longer than their source. A block may grow into free space before its text is
@@ -26,7 +28,7 @@ import re
 import statistics
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pymupdf
@@ -63,6 +65,20 @@ FORMULA_SHARE = 0.25
 MAX_COLUMNS = 64
 #: Space kept free at the bottom of a page when a translation spills downwards, in points.
 BOTTOM_MARGIN = 18.0
+#: A justified block (:func:`justified`): at least this many lines, of which at least
+#: :data:`JUSTIFIED_FULL` full ones (not the last) end at the block's right edge and start at its left
+#: one, within :data:`JUSTIFIED_TOLERANCE` font sizes (at least :data:`JUSTIFIED_POINTS` points).
+JUSTIFIED_LINES = 3
+JUSTIFIED_FULL = 2
+JUSTIFIED_TOLERANCE = 0.1
+JUSTIFIED_POINTS = 1.0
+#: An inline superscript or subscript: a span at most this share of the line's size, raised or lowered
+#: by more than :data:`SCRIPT_SHIFT` of the line's size (or flagged a superscript by MuPDF).
+SCRIPT_SIZE = 0.85
+SCRIPT_SHIFT = 0.1
+#: How far a span MuPDF flags as a superscript but finds on the line's baseline is raised, as a share of
+#: the line's size.
+SCRIPT_RISE = 0.33
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,7 @@ class Block:
     room: pymupdf.Rect | None = None  # where the translation may go (``rect`` grown into free space)
     tags: dict[int, Inline] = field(default_factory=dict)  # the placeholders in ``text``, by number
     spill: pymupdf.Rect | None = None  # ``room`` grown down to whatever is below: to reflow, not shrink
+    justified: bool = False  # set flush to both edges in the source (:func:`justified`): written so
 
 
 @dataclass
@@ -200,7 +217,7 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
         ids = _inline.numbering(*(s["text"] for s in spans))
         for line, box in zip(lines, boxes, strict=True):
             extent = box[3] - box[1] if vertical else box[2] - box[0]
-            texts.append((_tagged(line["spans"], style, ids, tags), extent))
+            texts.append((_tagged(line["spans"], style, ids, tags, upright=rotate == 0), extent))
     centre = (rect.x0 + rect.x1) / 2
     centered = (
         len(lines) == 1
@@ -220,7 +237,33 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
         line_rects=boxes,
         paint_over=invisible,
         tags=tags,
+        justified=rotate == 0 and not centered and justified(boxes, style.size),
     )
+
+
+def justified(boxes: list[Box], size: float) -> bool:
+    """Whether a block's lines (their boxes, in order) are set flush to both edges.
+
+    The rule: the block has :data:`JUSTIFIED_LINES` lines or more; its full lines (all but the last, and
+    but those shorter than :data:`SHORT_LINE` of the block's width: a paragraph's end inside the block)
+    are :data:`JUSTIFIED_FULL` or more, and each ends at the block's right edge within the tolerance, and
+    starts at its left edge (a paragraph's first line may be indented). Left-aligned text ends its lines
+    a word's width apart and fails the first test, centred and right-aligned text the second.
+    """
+    if len(boxes) < JUSTIFIED_LINES:
+        return False
+    left = min(box[0] for box in boxes)
+    right = max(box[2] for box in boxes)
+    tolerance = max(JUSTIFIED_POINTS, JUSTIFIED_TOLERANCE * size)
+    full = 0
+    for index, box in enumerate(boxes[:-1]):
+        if box[2] - box[0] < SHORT_LINE * (right - left):
+            continue
+        starts = index == 0 or boxes[index - 1][2] - boxes[index - 1][0] < SHORT_LINE * (right - left)
+        if right - box[2] > tolerance or (not starts and box[0] - left > tolerance):
+            return False
+        full += 1
+    return full >= JUSTIFIED_FULL
 
 
 def _formula(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> bool:
@@ -230,16 +273,16 @@ def _formula(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> bool:
     return math >= FORMULA_SHARE * sum(len(s["text"].strip()) for s in spans)
 
 
-def _look(style: fonts.TextStyle) -> tuple[bool, bool, str, int]:
+def _look(style: fonts.TextStyle) -> tuple[bool, bool, str, int, float]:
     """What sets a run apart inside a block: weight, slant, class (serif, sans, monospace; mathematical
-    fonts as a class of their own, kept like code), colour."""
-    return style.bold, style.italic, "math" if style.math else style.family, style.color
+    fonts as a class of their own, kept like code), colour, a raised or lowered baseline."""
+    return style.bold, style.italic, "math" if style.math else style.family, style.color, style.rise
 
 
 def _base_style(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> fonts.TextStyle:
     """The look of most of a block's characters (code aside): what its translation is written in; the
     first span's size and font when it has that look."""
-    weights: dict[tuple[bool, bool, str, int], int] = {}
+    weights: dict[tuple[bool, bool, str, int, float], int] = {}
     for span, look in zip(spans, looks, strict=True):
         if not look.code and not look.math:
             key = _look(look)
@@ -248,11 +291,45 @@ def _base_style(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> fo
     return next(look for look in looks if _look(look) == best)
 
 
+def _scripts(spans: list[dict[str, Any]], base: fonts.TextStyle) -> dict[int, tuple[float, float]]:
+    """The superscripts and subscripts of an upright line (footnote marks, exponents): (size, rise) as
+    shares of the block's size, by the span's index. A span is one when it is smaller than the line's text
+    (:data:`SCRIPT_SIZE`) and raised or lowered (:data:`SCRIPT_SHIFT`) or flagged a superscript."""
+    body = [
+        s
+        for s in spans
+        if s["text"].strip()
+        and float(s["size"]) > SCRIPT_SIZE * base.size
+        and not int(s["flags"]) & fonts.FLAG_SUPERSCRIPT
+    ]
+    if not body or base.size <= 0:
+        return {}
+    baseline = float(max(body, key=lambda s: len(s["text"].strip()))["origin"][1])
+    out = {}
+    for index, span in enumerate(spans):
+        size = float(span["size"])
+        if not span["text"].strip() or size > SCRIPT_SIZE * base.size or size <= 0:
+            continue
+        rise = (baseline - float(span["origin"][1])) / base.size
+        if int(span["flags"]) & fonts.FLAG_SUPERSCRIPT and rise < SCRIPT_SHIFT:
+            rise = SCRIPT_RISE
+        if abs(rise) > SCRIPT_SHIFT:
+            out[index] = (round(size / base.size, 2), round(rise, 2))
+    return out
+
+
 def _tagged(
-    spans: list[dict[str, Any]], base: fonts.TextStyle, ids: Iterator[int], tags: dict[int, Inline]
+    spans: list[dict[str, Any]],
+    base: fonts.TextStyle,
+    ids: Iterator[int],
+    tags: dict[int, Inline],
+    *,
+    upright: bool = True,
 ) -> str:
     """A line's text, with the runs that look different from ``base`` between numbered placeholders:
-    ``<n>bold</n>`` (translated), ``<n/>`` for monospace code (kept as it is); spaces stay outside."""
+    ``<n>bold</n>`` (translated), ``<n/>`` for monospace code (kept as it is); spaces stay outside.
+    Superscripts and subscripts of an upright line are runs of their own (:func:`_scripts`)."""
+    scripts = _scripts(spans, base) if upright else {}
     out: list[str] = []
     run: list[str] = []
     look: fonts.TextStyle | None = None
@@ -270,8 +347,10 @@ def _tagged(
         tags[number] = Inline(kept, core, look)
         out.append(f"{lead}<{number}/>{tail}" if kept else f"{lead}<{number}>{core}</{number}>{tail}")
 
-    for span in spans:
+    for index, span in enumerate(spans):
         this = fonts.style_of(span) if span["text"].strip() else look
+        if index in scripts and this is not None:
+            this = replace(this, ratio=scripts[index][0], rise=scripts[index][1])
         if look is not None and this is not None and _look(this) != _look(look):
             flush()
         if this is not None:
@@ -396,7 +475,7 @@ def _rows_of(segments: list[list[dict[str, Any]]]) -> list[list[list[dict[str, A
     return rows
 
 
-def _part_look(part: dict[str, Any]) -> tuple[bool, bool, str, int] | None:
+def _part_look(part: dict[str, Any]) -> tuple[bool, bool, str, int, float] | None:
     spans = [s for s in part["spans"] if s["text"].strip()]
     return _look(fonts.style_of(spans[0])) if spans else None
 

@@ -11,8 +11,11 @@ with a ``TextWriter`` (one per page and colour) in fonts loaded once. Lines go i
 MuPDF's ``fz_show_string`` directly: ``TextWriter.append`` also measures everything appended so far after
 each line, which made a page's lines cost quadratic time (half of the writing). The result matches the HTML
 layout: same fonts, first baseline and line pitch (MuPDF sets a line of height ``line-height x size`` with
-the baseline at 0.8 of the size below half the leading). Anything else goes through ``Story``
-(:mod:`dragoman.documents._pdf_document`).
+the baseline at 0.8 of the size below half the leading). A block justified in the source has the spare
+room of each of its lines but a paragraph's last shared among the line's spaces; a superscript or subscript
+is written in a variant of its font at its own share of the size, on its raised or lowered baseline
+(:meth:`Metrics.scripted`). Anything else goes through ``Story`` (:mod:`dragoman.documents._pdf_document`,
+with ``text-align:justify`` and ``vertical-align``).
 """
 
 from __future__ import annotations
@@ -84,6 +87,22 @@ class Metrics:
     has_space: bool = True
     #: Widths of words met (:meth:`word_width`), at most :data:`WORDS_KEPT`.
     words: dict[str, float] = field(default_factory=dict)
+    #: A superscript or subscript (:meth:`scripted`): the size as a share of the line's (widths are
+    #: measured at it), the baseline's rise as a share of the line's size.
+    ratio: float = 1.0
+    rise: float = 0.0
+    variants: dict[tuple[float, float], Metrics] = field(default_factory=dict)
+
+    def scripted(self, ratio: float, rise: float) -> Metrics:
+        """This font for a superscript or subscript of ``ratio`` the size, raised by ``rise`` sizes."""
+        if ratio == 1.0 and rise == 0.0:
+            return self
+        found = self.variants.get((ratio, rise))
+        if found is None:
+            found = self.variants[(ratio, rise)] = Metrics(
+                self.font, mono=self.mono, embedded=self.embedded, ratio=ratio, rise=rise
+            )
+        return found
 
     def covers(self, text: str) -> bool:
         """True when the font has every character and none needs shaping (combining marks)."""
@@ -96,7 +115,7 @@ class Metrics:
                 continue
             if char == " " and not self.font.has_glyph(32):
                 self.has_space = False
-                self.widths[char] = SPACE
+                self.widths[char] = SPACE * self.ratio
                 continue
             if char in self.missing or unicodedata.combining(char) or not self.font.has_glyph(ord(char)):
                 self.missing.add(char)
@@ -108,7 +127,7 @@ class Metrics:
             ):
                 self.missing.add(char)  # a subset keeps the slot of a glyph it dropped, with no outline
                 return False
-            self.widths[char] = float(self.font.glyph_advance(ord(char)))
+            self.widths[char] = float(self.font.glyph_advance(ord(char))) * self.ratio
         return True
 
     def width(self, text: str) -> float:
@@ -219,13 +238,18 @@ def plain_text(block: Block, translation: str) -> str:
 
 def pick(style: fonts.TextStyle, text: str, book: FontBook | None) -> Metrics | None:
     """The font to write ``text`` in: the document's own when it has the glyphs, else the base font of the
-    same class (serif, sans, mono; weight and slant); None when neither has them."""
+    same class (serif, sans, mono; weight and slant); None when neither has them. A superscript or
+    subscript gets the font's variant at its size and rise (:meth:`Metrics.scripted`)."""
+    found: Metrics | None = None
     if book is not None and style.font:
-        own = book.get(style.font, text)
-        if own is not None:
-            return own
-    base = metrics_for(style)
-    return base if base.covers(text) else None
+        found = book.get(style.font, text)
+    if found is None:
+        base = metrics_for(style)
+        found = base if base.covers(text) else None
+    if found is None or (style.ratio == 1.0 and style.rise == 0.0):
+        return found
+    variant = found.scripted(style.ratio, style.rise)
+    return variant if variant.covers(text) else None
 
 
 def fonts_for(runs: Runs, book: FontBook | None) -> dict[fonts.TextStyle, Metrics] | None:
@@ -311,10 +335,16 @@ def _break(word: Word, width: float) -> list[Word]:
 
 
 def wrap_words(
-    paragraphs: list[list[Word]], width: float, space: float, *, split: bool = False
+    paragraphs: list[list[Word]],
+    width: float,
+    space: float,
+    *,
+    split: bool = False,
+    ends: list[int] | None = None,
 ) -> list[list[Word]] | None:
     """Greedy lines of at most ``width`` (in units of the font size); None when a word is wider (unless
-    ``split``: then it is broken where the line ends)."""
+    ``split``: then it is broken where the line ends). ``ends`` gets the number of each line that ends a
+    paragraph."""
     lines: list[list[Word]] = []
     for paragraph in paragraphs:
         line: list[Word] = []
@@ -335,6 +365,8 @@ def wrap_words(
                 else:
                     line, used = [part], part[1]
         lines.append(line)
+        if ends is not None:
+            ends.append(len(lines) - 1)
     return lines
 
 
@@ -352,6 +384,7 @@ class Laid:
     overflow: bool = False
     room: pymupdf.Rect | None = None
     words: list[list[Word]] = field(default_factory=list)  # the lines' words, until they are placed
+    ends: list[int] = field(default_factory=list)  # the lines that end a paragraph (not justified)
 
 
 def _positioned(line: list[Word], space: float) -> tuple[str, list[tuple[float, str, Metrics, int]], float]:
@@ -439,14 +472,22 @@ def lay_out(
     def attempt(scale: float, room: pymupdf.Rect, split: bool = False) -> Laid | None:
         """The lines at ``scale`` when they fit (their pieces are placed by :func:`finished`)."""
         size = block.style.size * scale
-        lines = wrap_words(words, room.width / size, space, split=split)
+        ends: list[int] = []
+        lines = wrap_words(words, room.width / size, space, split=split, ends=ends)
         if lines is None or len(lines) * block.line_height * size > room.height + 0.01:
             return None
-        return Laid([], size, block.line_height * size, scale, room=room, words=lines)
+        return Laid([], size, block.line_height * size, scale, room=room, words=lines, ends=ends)
 
     def finished(laid: Laid) -> Laid:
-        for line in laid.words:
-            text, pieces, width = _positioned(line, space)
+        ends = set(laid.ends)
+        full = laid.room.width / laid.size if laid.room is not None else 0.0
+        for number, line in enumerate(laid.words):
+            gap = space
+            if block.justified and number not in ends and len(line) > 1:
+                # the line's spare room shared among its spaces: it ends at the room's right edge
+                used = sum(width for _, width in line) + space * (len(line) - 1)
+                gap += max(0.0, full - used) / (len(line) - 1)
+            text, pieces, width = _positioned(line, gap)
             laid.lines.append(text)
             laid.pieces.append(pieces)
             laid.widths.append(width)
@@ -528,9 +569,9 @@ class TextWriters:
                     writer.used_fonts.add(font.font)
                 a, b, c, d, e, f = self.ictm[colour]  # page space -> PDF space
                 left = x + offset * size
-                trm = mupdf.fz_make_matrix(
-                    size, 0, 0, size, a * left + c * baseline + e, b * left + d * baseline + f
-                )
+                at = baseline - font.rise * size  # (a superscript's raised, a subscript's lowered)
+                scaled = size * font.ratio
+                trm = mupdf.fz_make_matrix(scaled, 0, 0, scaled, a * left + c * at + e, b * left + d * at + f)
                 mupdf.fz_show_string(writer.this, font.font.this, trm, line, 0, 0, 0, _NO_LANGUAGE)
             baseline += laid.pitch
 

@@ -465,3 +465,91 @@ def test_formulas_and_inline_math_are_left_as_they_are() -> None:
     assert isinstance(block, _pdf_layout.Block)
     assert block.text == "The value of <1/> is known here." and block.tags[1].text == "v"
     assert _pdf_text.plain_text(block, "El valor de <1/> es conocido.") == "El valor de v es conocido."
+
+
+PROSE = (
+    "The house stands at the end of the road, and the garden behind it is large and green; the owner "
+    "walks there every morning before the sun is high, and the neighbours say that the roses are the "
+    "finest in the valley, though nobody has ever seen him water them or cut them back in the autumn."
+)
+
+
+def rows(page: pymupdf.Page) -> list[tuple[float, float, float]]:
+    """The page's lines of words as (baseline, left edge, right edge), top to bottom (words on one
+    baseline, whatever the gaps between them, are one line)."""
+    found: dict[int, list[float]] = {}
+    for x0, _, x1, y1, *_ in page.get_text("words"):
+        row = found.setdefault(round(y1), [x0, x1])
+        row[0], row[1] = min(row[0], x0), max(row[1], x1)
+    return [(y, x0, x1) for y, (x0, x1) in sorted(found.items())]
+
+
+def test_justified_paragraphs_come_back_justified(tmp_path: Path) -> None:
+    """A justified paragraph used to come back left-aligned: now every line of the translation but the
+    last ends at the paragraph's right edge, as in the source; a left-aligned one stays ragged."""
+    source = tmp_path / "justified.pdf"
+    with pymupdf.open() as doc:
+        page = doc.new_page()
+        justify, left = pymupdf.Rect(72, 72, 300, 300), pymupdf.Rect(72, 400, 300, 600)
+        page.insert_textbox(justify, PROSE, fontsize=11, fontname="tiro", align=pymupdf.TEXT_ALIGN_JUSTIFY)
+        page.insert_textbox(left, PROSE, fontsize=11, fontname="tiro", align=pymupdf.TEXT_ALIGN_LEFT)
+        source_lines = [x1 for y, _, x1 in rows(page) if y < 350]
+        doc.save(source)
+    assert len(source_lines) >= 4 and all(abs(x1 - 300) < 1.0 for x1 in source_lines[:-1])
+    with pymupdf.open(source) as doc:
+        work = _pdf_layout.page_blocks(doc[0])
+    assert [block.justified for block in work.blocks] == [True, False]
+    output = tmp_path / "out.pdf"
+    PdfHandler().translate(source, output, FakeTranslator(longer, keep_blank=True), None)
+    with pymupdf.open(output) as doc:
+        after = rows(doc[0])
+        assert overlaps(doc[0]) == 0
+    upper = [(x0, x1) for y, x0, x1 in after if y < 350]
+    lower = [(x0, x1) for y, x0, x1 in after if y > 350]
+    assert len(upper) >= 4 and len(lower) >= 4
+    assert all(abs(x0 - 72) < 1.0 and abs(x1 - 300) < 1.0 for x0, x1 in upper[:-1]), upper
+    assert upper[-1][1] < 290  # the last line is not stretched
+    assert max(x1 for _, x1 in lower[:-1]) - min(x1 for _, x1 in lower[:-1]) > 10, lower  # still ragged
+
+
+def test_justified_blocks_are_found_by_both_edges() -> None:
+    full = [(72.0, 0.0, 300.0, 10.0), (72.0, 12.0, 299.6, 22.0), (72.0, 24.0, 300.0, 34.0)]
+    assert _pdf_layout.justified([*full, (72.0, 36.0, 150.0, 46.0)], 11)
+    assert not _pdf_layout.justified(full[:2], 11)  # two lines tell nothing
+    ragged = [(72.0, 0.0, 300.0, 10.0), (72.0, 12.0, 280.0, 22.0), (72.0, 24.0, 293.0, 34.0)]
+    assert not _pdf_layout.justified([*ragged, (72.0, 36.0, 150.0, 46.0)], 11)
+    right = [(90.0, 0.0, 300.0, 10.0), (72.0, 12.0, 300.0, 22.0), (120.0, 24.0, 300.0, 34.0)]
+    assert not _pdf_layout.justified([*right, (200.0, 36.0, 300.0, 46.0)], 11)  # flush right
+    indented = [(90.0, 0.0, 300.0, 10.0), *full[1:], (72.0, 36.0, 150.0, 46.0)]
+    assert _pdf_layout.justified(indented, 11)  # a paragraph's first line may be indented
+
+
+def test_superscripts_stay_raised_and_small(tmp_path: Path) -> None:
+    """A footnote mark (a smaller span raised above the line, as Word writes one) used to be written on
+    the baseline at the line's size; now it is raised, at its own size, clear of the next line."""
+    source = tmp_path / "footnote.pdf"
+    with pymupdf.open() as doc:
+        page = doc.new_page()
+        writer = pymupdf.TextWriter(page.rect)
+        font = pymupdf.Font("tiro")
+        writer.append((72, 400), "The house is red", font=font, fontsize=11)
+        writer.append((writer.last_point.x, 396), "1", font=font, fontsize=7)
+        rest = " and the garden is big and the car is blue and the road is long."
+        writer.append((writer.last_point.x, 400), rest, font=font, fontsize=11)
+        writer.append((72, 413), "Another line of the same paragraph is here.", font=font, fontsize=11)
+        writer.write_text(page)
+        doc.save(source)
+    output = tmp_path / "out.pdf"
+    translator = FakeTranslator(str.upper, keep_blank=True)
+    PdfHandler().translate(source, output, translator, None)
+    assert re.search(r"RED<(\d+)>1</\1> AND", str.upper(translator.calls[0][0]))
+    with pymupdf.open(output) as doc:
+        lines = [line for b in doc[0].get_text("dict")["blocks"] for line in b.get("lines", [])]
+    spans = [(line, s) for line in lines for s in line["spans"] if s["text"].strip()]
+    mark = next(s for _, s in spans if s["text"].strip() == "1")
+    body = next(s for _, s in spans if "RED" in s["text"])
+    assert mark["size"] < 0.8 * body["size"]
+    assert mark["origin"][1] < body["origin"][1] - 0.2 * body["size"]  # raised
+    assert mark["bbox"][0] >= body["bbox"][2] - 0.5  # after "RED", not over it
+    below = [s for _, s in spans if s["origin"][1] > body["origin"][1] + 1]
+    assert below and not any(pymupdf.Rect(mark["bbox"]).intersects(s["bbox"]) for s in below)
