@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from db_support import DbBackend
+import pytest
+from db_support import BACKENDS, DbBackend
 from support import isolated_settings
 
 from dragoman.server.hosted.app import create_app
@@ -234,3 +235,54 @@ class WorkerThread:
         self.thread.join(30)
         assert not self.thread.is_alive(), "the test worker did not stop"
         assert self.error is None, repr(self.error)
+
+
+# ----- one started service per mode, for the function-scoped fixtures and the module-scoped fuzz suite -----
+#: The hosted tests' third mode (besides :data:`db_support.BACKENDS`): PostgreSQL, Procrastinate, Redis, S3.
+SCALED = "scaled"
+
+
+def hosted_modes(*, scaled: bool) -> list[Any]:
+    """The modes a hosted test runs in: ``sqlite`` and ``postgresql``, and ``scaled`` (marked slow) when
+    ``scaled``; the parameters of ``db_backend`` (tests/hosted/conftest.py) and of the fuzz suite's
+    fixture."""
+    modes: list[Any] = list(BACKENDS)
+    if scaled:
+        modes.append(pytest.param(SCALED, marks=pytest.mark.slow))
+    return modes
+
+
+def backend_for_mode(request: pytest.FixtureRequest, mode: str, env: pytest.MonkeyPatch) -> DbBackend:
+    """The backend of ``mode`` (one of :func:`hosted_modes`): the session's PostgreSQL server is started
+    (or the test skipped, saying why) for ``postgresql`` and ``scaled``, and for ``scaled`` the session's
+    Redis and moto S3 server too (``scaled_services``), their AWS_* credentials set through ``env``."""
+    if mode == SCALED:
+        redis_url, s3 = request.getfixturevalue("scaled_services")
+        backend: DbBackend = ScaledBackend(request.getfixturevalue("postgres_server"), redis_url, s3)
+        for name, value in s3.environ.items():  # S3 credentials come from the standard AWS_* variables
+            env.setenv(name, value)
+        return backend
+    server = request.getfixturevalue("postgres_server") if mode == "postgresql" else None
+    return DbBackend(mode, server)
+
+
+def start_on_backend(
+    backend: DbBackend, engine: Engine, root: Path, data_dir: Path, **options: Any
+) -> Hosted:
+    """:func:`start_service` on ``backend`` (its database for ``data_dir`` unless ``db_url`` is given); on
+    a :class:`ScaledBackend` with the scaled settings and, unless ``workers=False``, a
+    :class:`WorkerThread` (stopped by :meth:`Hosted.stop`)."""
+    if backend.is_postgres and options.get("db_url") is None:
+        options["db_url"] = backend.url(data_dir)
+    scaled = isinstance(backend, ScaledBackend)
+    if isinstance(backend, ScaledBackend):
+        options = {**backend.service_options(options["db_url"]), **options}
+    service = start_service(engine, root, data_dir, **options)
+    if scaled and options.get("workers", True):
+        try:
+            service.worker = WorkerThread(service)
+        except BaseException:
+            service.stop()
+            service.db.dispose()
+            raise
+    return service

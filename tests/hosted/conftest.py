@@ -20,13 +20,17 @@ from typing import Any
 
 import httpx
 import pytest
-from db_support import BACKENDS, DbBackend, backend_for
-from hosted_support import Hosted, ScaledBackend, StartHosted, WorkerThread, make_engine, start_service
+from db_support import DbBackend
+from hosted_support import (
+    Hosted,
+    StartHosted,
+    backend_for_mode,
+    hosted_modes,
+    make_engine,
+    start_on_backend,
+)
 
 from dragoman.translation.engine import Engine
-
-#: ``db_backend``'s third mode, for the tests marked ``scaled``: PostgreSQL, Procrastinate, Redis and S3.
-SCALED = "scaled"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,10 +45,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test here using ``db_backend`` runs on ``sqlite`` and ``postgresql``; one marked ``scaled`` on
     ``scaled`` too."""
     if "db_backend" in metafunc.fixturenames:
-        modes: list[Any] = list(BACKENDS)
-        if metafunc.definition.get_closest_marker("scaled"):
-            modes.append(pytest.param(SCALED, marks=pytest.mark.slow))
-        metafunc.parametrize("db_backend", modes, indirect=True)
+        scaled = metafunc.definition.get_closest_marker("scaled") is not None
+        metafunc.parametrize("db_backend", hosted_modes(scaled=scaled), indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -67,15 +69,9 @@ def scaled_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 @pytest.fixture
 def db_backend(request: pytest.FixtureRequest) -> Iterator[DbBackend]:
     """tests/conftest.py's ``db_backend`` (sqlite, postgresql) with the ``scaled`` mode added for the tests
-    marked ``scaled``; parametrised by :func:`pytest_generate_tests`."""
-    if request.param == SCALED:
-        redis_url, s3 = request.getfixturevalue("scaled_services")
-        backend: DbBackend = ScaledBackend(request.getfixturevalue("postgres_server"), redis_url, s3)
-        monkeypatch = request.getfixturevalue("monkeypatch")
-        for name, value in s3.environ.items():  # S3 credentials come from the standard AWS_* variables
-            monkeypatch.setenv(name, value)
-    else:
-        backend = backend_for(request)
+    marked ``scaled``; parametrised by :func:`pytest_generate_tests` (the fuzz suite's module-scoped
+    fixture is built on the same :func:`hosted_support.backend_for_mode` and ``start_on_backend``)."""
+    backend = backend_for_mode(request, request.param, request.getfixturevalue("monkeypatch"))
     yield backend
     backend.close()
 
@@ -98,16 +94,8 @@ def start_hosted(
     running: list[Hosted] = []
 
     def start(data_dir: Path | None = None, **options: Any) -> Hosted:
-        data = data_dir or tmp_path / "hosted"
-        if db_backend.is_postgres and options.get("db_url") is None:
-            options["db_url"] = db_backend.url(data)
-        scaled = isinstance(db_backend, ScaledBackend)
-        if isinstance(db_backend, ScaledBackend):
-            options = {**db_backend.service_options(options["db_url"]), **options}
-        service = start_service(engine, root, data, **options)
+        service = start_on_backend(db_backend, engine, root, data_dir or tmp_path / "hosted", **options)
         running.append(service)
-        if scaled and options.get("workers", True):
-            service.worker = WorkerThread(service)
         return service
 
     yield start
