@@ -553,3 +553,47 @@ def test_superscripts_stay_raised_and_small(tmp_path: Path) -> None:
     assert mark["bbox"][0] >= body["bbox"][2] - 0.5  # after "RED", not over it
     below = [s for _, s in spans if s["origin"][1] > body["origin"][1] + 1]
     assert below and not any(pymupdf.Rect(mark["bbox"]).intersects(s["bbox"]) for s in below)
+
+
+def test_subscripts_are_runs_of_their_own_lowered() -> None:
+    """A smaller span below the baseline (the 2 of H2O) is a run of its own that keeps its size and its
+    lowered baseline; a span of the line's size on the baseline is not."""
+
+    def span(text: str, x: float, size: float, y: float) -> dict[str, Any]:
+        return {
+            "text": text,
+            "size": size,
+            "flags": 4,
+            "font": "Times-Roman",
+            "color": 0,
+            "bbox": (x, y - 0.8 * size, x + 0.5 * size * len(text), y + 0.2 * size),
+            "origin": (x, y),
+        }
+
+    line = {
+        "spans": [
+            span("Water is H", 72, 10, 100),
+            span("2", 120, 6, 102.5),
+            span("O at home.", 123, 10, 100),
+        ],
+        "dir": (1.0, 0.0),
+        "bbox": (72, 92, 300, 103),
+    }
+    block = _pdf_layout.block_of(0, [line], pymupdf.Rect(0, 0, 595, 842))
+    assert isinstance(block, _pdf_layout.Block)
+    assert block.text == "Water is H<1>2</1>O at home."
+    look = block.tags[1].style
+    assert look.ratio == 0.6 and look.rise == -0.25
+    runs = _pdf_text.runs_of(block, "El agua es H<1>2</1>O en casa.")
+    assert [(text, style.rise) for text, style in runs] == [
+        ("El agua es H", 0.0),
+        ("2", -0.25),
+        ("O en casa.", 0.0),
+    ]
+    laid = _pdf_text.lay_out(block, "El agua es H<1>2</1>O en casa.")
+    (pieces,) = laid.pieces
+    assert [(text, font.ratio, font.rise) for _, text, font, _ in pieces] == [
+        ("El agua es H", 1.0, 0.0),
+        ("2", 0.6, -0.25),
+        ("O en casa.", 1.0, 0.0),
+    ]
