@@ -26,11 +26,13 @@ class Run:
 
 @dataclass(frozen=True)
 class Paragraph:
-    """A paragraph: body text (``heading`` 0), a heading of level 1-3, or a list item."""
+    """A paragraph: body text (``heading`` 0), a heading of level 1-3, or a list item; ``align``: set
+    centred or justified as in the source (None: the style's own, left or right to left)."""
 
     runs: tuple[Run, ...]
     heading: int = 0
     list_kind: Literal["bullet", "number"] | None = None
+    align: Literal["center", "justify"] | None = None
 
     @property
     def text(self) -> str:

@@ -31,6 +31,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from dragoman.documents import _pdf_text as pdf_text
 from dragoman.documents._export import Item, Outline, PageBreak, Paragraph, Run, Table
@@ -466,20 +467,30 @@ def _list_item(runs: list[Run]) -> tuple[list[Run], str | None]:
 
 def _paragraphs(entry: _Entry, level: int, *, split: bool = True) -> list[Paragraph]:
     """An entry as paragraphs: a heading, list items (a line each), or one paragraph (its line breaks
-    kept)."""
+    kept), centred or justified as the source block was. A justified block's line breaks end paragraphs
+    (its short lines): a line that ends in a break inside a justified Word paragraph would be stretched to
+    the margin."""
     runs = _runs(entry)
     if entry.code:
         return [Paragraph(tuple(runs))]
+    align = _align(entry.block)
     if level:
-        return [Paragraph(tuple(_joined(runs)), heading=level)]
+        return [Paragraph(tuple(_joined(runs)), heading=level, align=align)]
     lines = [line for line in _lines(runs) if line]
     items = [_list_item(line) for line in lines]
     if not split or not any(kind for _, kind in items):
-        return [Paragraph(tuple(runs))] if runs else []
+        if align == "justify" and len(lines) > 1:
+            return [Paragraph(tuple(line), align=align) for line in lines]
+        return [Paragraph(tuple(runs), align=align)] if runs else []
     return [
         Paragraph(tuple(line), list_kind="bullet" if kind == "bullet" else "number" if kind else None)
         for line, kind in items
     ]
+
+
+def _align(block: Block) -> Literal["center", "justify"] | None:
+    """How the source set a block: centred, justified, or neither (left, or the script's own side)."""
+    return "center" if block.centered else "justify" if block.justified else None
 
 
 def _joined(runs: list[Run]) -> list[Run]:

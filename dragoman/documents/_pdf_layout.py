@@ -124,8 +124,9 @@ class PageWork:
     page_rect: pymupdf.Rect | None = None
 
 
-def join_lines(lines: list[tuple[str, float]], width: float) -> str:
-    """A block's lines (text, width) as one text: wrapped lines joined, short lines ending a paragraph."""
+def join_lines(lines: list[tuple[str, float]], width: float, ends: frozenset[int] = frozenset()) -> str:
+    """A block's lines (text, width) as one text: wrapped lines joined, short lines ending a paragraph, and
+    the lines at ``ends`` (their indexes: a justified block's lines that stop short of its right edge)."""
     out = ""
     for index, (raw, _) in enumerate(lines):
         text = raw.strip()
@@ -133,8 +134,10 @@ def join_lines(lines: list[tuple[str, float]], width: float) -> str:
             continue
         if not out:
             out = text
-        elif lines[index - 1][1] < SHORT_LINE * width or LEADER_END.search(
-            _inline.TAG.sub("", lines[index - 1][0]).rstrip()
+        elif (
+            lines[index - 1][1] < SHORT_LINE * width
+            or index - 1 in ends
+            or LEADER_END.search(_inline.TAG.sub("", lines[index - 1][0]).rstrip())
         ):
             out += "\n" + text
         elif out.endswith("-") and len(out) > 1 and out[-2].isalpha() and text[:1].islower():
@@ -219,6 +222,7 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
             extent = box[3] - box[1] if vertical else box[2] - box[0]
             texts.append((_tagged(line["spans"], style, ids, tags, upright=rotate == 0), extent))
     centre = (rect.x0 + rect.x1) / 2
+    ends = None if rotate or vertical else paragraph_ends(boxes, style.size)
     centered = (
         len(lines) == 1
         and rotate == 0
@@ -228,7 +232,7 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
     return Block(
         page=number,
         rect=rect,
-        text=join_lines(texts, rect.height if vertical else rect.width),
+        text=join_lines(texts, rect.height if vertical else rect.width, ends or frozenset()),
         style=style,
         line_height=line_height(lines, style.size),
         rotate=rotate,
@@ -237,33 +241,48 @@ def block_of(number: int, lines: list[dict[str, Any]], page_rect: pymupdf.Rect) 
         line_rects=boxes,
         paint_over=invisible,
         tags=tags,
-        justified=rotate == 0 and not centered and justified(boxes, style.size),
+        justified=ends is not None,
     )
 
 
 def justified(boxes: list[Box], size: float) -> bool:
-    """Whether a block's lines (their boxes, in order) are set flush to both edges.
+    """Whether a block's lines (their boxes, in order) are set flush to both edges
+    (:func:`paragraph_ends`)."""
+    return paragraph_ends(boxes, size) is not None
+
+
+def paragraph_ends(boxes: list[Box], size: float) -> frozenset[int] | None:
+    """For a block set flush to both edges, the lines (indexes, the last aside) that end a paragraph
+    without being short: those that stop before the right edge. None when the block is not justified.
 
     The rule: the block has :data:`JUSTIFIED_LINES` lines or more; its full lines (all but the last, and
-    but those shorter than :data:`SHORT_LINE` of the block's width: a paragraph's end inside the block)
-    are :data:`JUSTIFIED_FULL` or more, and each ends at the block's right edge within the tolerance, and
-    starts at its left edge (a paragraph's first line may be indented). Left-aligned text ends its lines
-    a word's width apart and fails the first test, centred and right-aligned text the second.
+    but those shorter than :data:`SHORT_LINE` of the block's width: a paragraph's end that
+    :func:`join_lines` finds anyway) that end at the block's right edge within the tolerance are
+    :data:`JUSTIFIED_FULL` or more and at least twice as many as those that stop before it (a paragraph's
+    last line, long); and every full line starts at the left edge unless it starts a paragraph (which may
+    be indented). Left-aligned text ends most of its lines a word's width apart and fails the count,
+    centred and right-aligned text the left edge.
     """
     if len(boxes) < JUSTIFIED_LINES:
-        return False
+        return None
     left = min(box[0] for box in boxes)
     right = max(box[2] for box in boxes)
     tolerance = max(JUSTIFIED_POINTS, JUSTIFIED_TOLERANCE * size)
-    full = 0
+    short = SHORT_LINE * (right - left)
+    flush = 0
+    ends: set[int] = set()
     for index, box in enumerate(boxes[:-1]):
-        if box[2] - box[0] < SHORT_LINE * (right - left):
+        if box[2] - box[0] < short:
             continue
-        starts = index == 0 or boxes[index - 1][2] - boxes[index - 1][0] < SHORT_LINE * (right - left)
-        if right - box[2] > tolerance or (not starts and box[0] - left > tolerance):
-            return False
-        full += 1
-    return full >= JUSTIFIED_FULL
+        previous = boxes[index - 1]
+        starts = index == 0 or previous[2] - previous[0] < short or index - 1 in ends
+        if not starts and box[0] - left > tolerance:
+            return None
+        if right - box[2] > tolerance:
+            ends.add(index)
+        else:
+            flush += 1
+    return frozenset(ends) if flush >= max(JUSTIFIED_FULL, 2 * len(ends)) else None
 
 
 def _formula(spans: list[dict[str, Any]], looks: list[fonts.TextStyle]) -> bool:

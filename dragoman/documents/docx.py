@@ -540,6 +540,8 @@ def write_docx_export(content: Sequence[str] | Outline, output: Path, *, rtl: bo
 
 #: Word's styles (in python-docx's default template) for the export's paragraphs.
 _LIST_STYLES = {"bullet": "List Bullet", "number": "List Number"}
+#: Word's paragraph alignments for the export's (``w:jc``: ``both`` is justified, in either direction).
+_ALIGNMENTS = {"center": "CENTER", "justify": "JUSTIFY"}
 #: The font of monospace runs in the export.
 _CODE_FONT = "Courier New"
 
@@ -581,6 +583,10 @@ def _write_paragraph(
         paragraph._p.get_or_add_pPr().style = style_id(f"Heading {item.heading}")
     elif item.list_kind is not None:
         paragraph._p.get_or_add_pPr().style = style_id(_LIST_STYLES[item.list_kind])
+    if item.align is not None:
+        from docx.enum.text import WD_PARAGRAPH_ALIGNMENT
+
+        paragraph._p.get_or_add_pPr().jc_val = getattr(WD_PARAGRAPH_ALIGNMENT, _ALIGNMENTS[item.align])
     _write_runs(paragraph, item.runs, rtl=rtl)
 
 

@@ -153,6 +153,48 @@ def test_right_to_left_targets_are_set_right_to_left(tmp_path: Path) -> None:
     assert all(p._p.find(f"{W}pPr/{W}bidi") is not None for cell in table._cells for p in cell.paragraphs)
 
 
+PROSE = (
+    "The house stands at the end of the road, and the garden behind it is large and green; the owner "
+    "walks there every morning before the sun is high, and the neighbours say that the roses are the "
+    "finest in the valley, though nobody has ever seen him water them or cut them back in the autumn."
+)
+
+
+def test_justified_and_centred_paragraphs_keep_their_alignment(tmp_path: Path) -> None:
+    """A justified paragraph comes back justified in Word (``w:jc both``), a centred title centred, a
+    left-aligned paragraph with no alignment of its own; a justified block holding two paragraphs (the
+    first one's short last line) becomes two justified Word paragraphs, so no line ending in a break is
+    stretched."""
+    source = tmp_path / "aligned.pdf"
+    with pymupdf.open() as doc:
+        page = doc.new_page(width=595, height=842)
+        title = "On Houses"
+        width = pymupdf.get_text_length(title, fontname="tibo", fontsize=16)
+        page.insert_text(((595 - width) / 2, 60), title, fontsize=16, fontname="tibo")
+        page.insert_textbox(
+            pymupdf.Rect(72, 90, 300, 330),
+            f"{PROSE}\nThe second paragraph is short.\n{PROSE}",
+            fontsize=11,
+            fontname="tiro",
+            align=pymupdf.TEXT_ALIGN_JUSTIFY,
+        )
+        page.insert_textbox(pymupdf.Rect(72, 400, 300, 600), PROSE, fontsize=11, fontname="tiro")
+        doc.save(source)
+    document, _ = translated(source)
+    aligned = [(p.text, p.alignment) for kind, p in body(document) if kind == "p" and p.text.strip()]
+    alignment = docx.enum.text.WD_PARAGRAPH_ALIGNMENT
+    center, justify = alignment.CENTER, alignment.JUSTIFY
+    upper = PROSE.upper()
+    assert aligned == [
+        ("ON HOUSES", center),
+        (upper, justify),
+        ("THE SECOND PARAGRAPH IS SHORT.", justify),
+        (upper, justify),
+        (upper, None),
+    ], aligned
+    assert not document.element.body.findall(f".//{W}p/{W}pPr/{W}jc[@{W}val='both']/../..//{W}br")
+
+
 @pytest.mark.slow
 @needs_libreoffice
 def test_libreoffice_opens_the_export_and_sees_its_structure(tmp_path: Path) -> None:

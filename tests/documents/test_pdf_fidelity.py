@@ -524,6 +524,44 @@ def test_justified_blocks_are_found_by_both_edges() -> None:
     assert _pdf_layout.justified(indented, 11)  # a paragraph's first line may be indented
 
 
+def test_a_justified_paragraph_ending_in_a_long_line_ends_there() -> None:
+    """A justified block's line that stops short of the right edge but is too long to be taken for a
+    paragraph's end by its length alone ends a paragraph all the same (and the next one may be indented);
+    ragged text whose right edge one or two lines touch by chance is not justified."""
+    full = [(72.0, 12.0 * i, 300.0, 12.0 * i + 10) for i in range(5)]
+    two = [*full[:2], (72.0, 24.0, 260.0, 34.0), (84.0, 36.0, 300.0, 46.0), *full[4:]]
+    two.append((72.0, 60.0, 150.0, 70.0))
+    assert _pdf_layout.paragraph_ends(two, 11) == frozenset({2})
+    assert _pdf_layout.paragraph_ends(full, 11) == frozenset()
+    ragged = [(72.0, 0.0, 300.0, 10.0), (72.0, 12.0, 299.5, 22.0), (72.0, 24.0, 270.0, 34.0)]
+    ragged += [(72.0, 36.0, 281.0, 46.0), (72.0, 48.0, 262.0, 58.0), (72.0, 60.0, 150.0, 70.0)]
+    assert _pdf_layout.paragraph_ends(ragged, 11) is None  # two lines flush, three not
+    texts = [(f"line {i}", box[2] - box[0]) for i, box in enumerate(two)]
+    assert _pdf_layout.join_lines(texts, 228, frozenset({2})) == "line 0 line 1 line 2\nline 3 line 4 line 5"
+
+
+def test_two_justified_paragraphs_in_one_block_stay_two(tmp_path: Path) -> None:
+    """Two justified paragraphs MuPDF reads as one block, the first ending in a long line: the translation
+    keeps them apart (the first one's last line not stretched) and both are justified."""
+    source = tmp_path / "two.pdf"
+    with pymupdf.open() as doc:
+        page = doc.new_page()
+        box = pymupdf.Rect(72, 72, 300, 400)
+        text = f"{PROSE}\n{PROSE}"
+        page.insert_textbox(box, text, fontsize=11, fontname="tiro", align=pymupdf.TEXT_ALIGN_JUSTIFY)
+        doc.save(source)
+    with pymupdf.open(source) as doc:
+        [block] = _pdf_layout.page_blocks(doc[0]).blocks
+    assert block.justified and block.text.count("\n") == 1, block.text
+    output = tmp_path / "out.pdf"
+    PdfHandler().translate(source, output, FakeTranslator(keep_blank=True), None)
+    with pymupdf.open(output) as doc:
+        after = rows(doc[0])
+        assert overlaps(doc[0]) == 0
+    ragged = [x1 for _, _, x1 in after if x1 < 299.0]
+    assert len(after) >= 8 and len(ragged) == 2, after  # each paragraph's last line, and only those
+
+
 def test_superscripts_stay_raised_and_small(tmp_path: Path) -> None:
     """A footnote mark (a smaller span raised above the line, as Word writes one) used to be written on
     the baseline at the line's size; now it is raised, at its own size, clear of the next line."""
