@@ -5,6 +5,7 @@ dragoman.testing.dub), and ffprobe/ffmpeg readings of the output."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -123,6 +124,36 @@ def video_md5(path: Path) -> str:
         timeout=60,
         text=True,
     ).stdout.strip()
+
+
+def ebur128(path: Path) -> tuple[float, float]:
+    """The integrated loudness (LUFS) and true peak (dBTP) of ``path``'s first audio stream as ffmpeg's
+    ``ebur128`` filter measures them (EBU R128 / ITU-R BS.1770-4; a meter nobody here wrote)."""
+    log = subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-nostats",
+            "-i",
+            str(path),
+            "-map",
+            "0:a:0",
+            "-af",
+            "ebur128=peak=true",
+            "-f",
+            "null",
+            "-",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=120,
+        text=True,
+    ).stderr
+    summary = log[log.rindex("Summary:") :]
+    integrated = re.search(r"I:\s+(-?[\d.]+|-inf) LUFS", summary)
+    peak = re.search(r"True peak:\s+Peak:\s+(-?[\d.]+|-inf) dBFS", summary)
+    assert integrated and peak, summary
+    return float(integrated[1]), float(peak[1])
 
 
 def first_audio(path: Path, rate: int = 16000) -> Audio:

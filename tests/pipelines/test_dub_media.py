@@ -17,6 +17,7 @@ from dub_support import (
     SPANISH,
     DictEngine,
     ScriptedRecognizer,
+    ebur128,
     first_audio,
     format_duration,
     levels_db,
@@ -27,6 +28,7 @@ from dub_support import (
 )
 
 from dragoman.pipelines.dub import DubOptions, DubResult, dub_batch, dub_file
+from dragoman.pipelines.dub.mix import TRUE_PEAK_DBTP
 from dragoman.speech.tts.synth import Synthesizer
 from dragoman.testing.dub import clips_srt, make_dialogue_media
 from dragoman.testing.media import SpeechClip
@@ -104,6 +106,17 @@ def test_the_output_plays_with_the_video_copied_bit_for_bit(
     assert "Hoy hace buen tiempo." in preset.outputs.subtitles["srt:es"].read_text(encoding="utf-8")
     assert set(preset.stage_seconds) >= {"probe", "recognise", "translate", "synthesise", "mix", "mux"}
     assert streams(preset.outputs.audio)[0]["codec_type"] == "audio"
+
+
+def test_the_dub_meets_its_loudness_and_true_peak_targets(preset: DubResult) -> None:
+    """ffmpeg's EBU R128 meter reads the dubbed track (in the video and in the audio file) at the
+    options' loudness within 1 LU, its true peak under the limiter's ceiling (0.5 dB for the AAC encode)."""
+    target = DubOptions("es").loudness_lufs
+    assert preset.outputs.video is not None and preset.outputs.audio is not None
+    for path in (preset.outputs.video, preset.outputs.audio):
+        integrated, peak = ebur128(path)
+        assert abs(integrated - target) <= 1.0, (path.name, integrated)
+        assert peak <= TRUE_PEAK_DBTP + 0.5, (path.name, peak)
 
 
 def _background_db(audio: Any) -> float:
