@@ -4,8 +4,9 @@ parametrised ``db_backend`` fixture, so each test using it runs on both), with t
 dispatcher running, a real engine (provenance 'server': Apertium eng<->spa and a tiny CTranslate2 pack
 en->de), and accounts and keys made through :mod:`dragoman.service.accounts`.
 
-A test marked ``scaled`` (test_hosted_api.py, test_hosted_more.py, test_hosted_tts.py, and most of
-test_subtitles_api.py and test_dub_api.py) also runs in the scaled mode (issue 13), from the same
+A test marked ``scaled`` (test_hosted_api.py, test_hosted_more.py, test_hosted_tts.py,
+test_tts_edit_orphans.py, and most of test_subtitles_api.py, test_dub_api.py, test_hosted_tts_voices.py and
+test_download_ranges.py) also runs in the scaled mode (issue 13), from the same
 ``db_backend`` parameter: PostgreSQL, ``DRAGOMAN_DISPATCH=procrastinate`` with a Procrastinate worker in a
 thread of the test process (every queue: translate, tts, subtitle, dub, webhooks, maintenance, run with the
 app's own handlers), the rate limiter on the session's Redis, files in a fresh bucket of the session's moto

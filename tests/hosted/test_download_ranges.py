@@ -93,6 +93,7 @@ def check_ranges(c: httpx.Client, url: str) -> bytes:
 
 
 # ----- tts audio --------------------------------------------------------------------------------------------
+@pytest.mark.scaled
 def test_tts_audio_takes_ranges(start_hosted: StartHosted) -> None:
     service = start_hosted(rate=100_000)
     key, _ = service.new_key()
@@ -120,6 +121,7 @@ DOCX = bytes((i * 13 + 5) % 256 for i in range(70_001))
 PDF = b"%PDF-1.7\n" + bytes((i * 31) % 256 for i in range(40_000))
 
 
+@pytest.mark.scaled
 def test_document_exports_take_ranges(start_hosted: StartHosted) -> None:
     """A done document job's exports, stored as the translation handler stores them (the job row made
     directly: the translation of a document is not what is tested here)."""

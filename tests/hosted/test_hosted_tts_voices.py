@@ -47,6 +47,7 @@ def _post_clone(
         return c.post("/api/v1/tts/voices/clones", files={"file": (filename, data)}, data=fields)
 
 
+@pytest.mark.scaled
 def test_a_clone_is_made_listed_and_deleted_with_its_clip(hosted: Hosted) -> None:
     key, key_id = hosted.new_key()
     r = _post_clone(hosted, key, reference("lyra"))
@@ -146,6 +147,7 @@ def test_the_26th_clone_is_a_409(hosted: Hosted) -> None:
     assert tts_voices.count_clones(hosted.db, key_id) == 25
 
 
+@pytest.mark.scaled
 def test_words_then_an_edit_that_changes_only_its_span_for_free(hosted: Hosted) -> None:
     key, key_id = hosted.new_key()
     account = accounts.get_key(hosted.db, key_id).account_id
@@ -210,6 +212,7 @@ def test_edits_are_free_and_close_after_12_hours(hosted: Hosted) -> None:
         assert c.get("/api/v1/tts/jobs/00000000-0000-0000-0000-000000000000/words").status_code == 404
 
 
+@pytest.mark.scaled
 def test_synth_with_a_clone_id_speaks_the_matched_voice(hosted: Hosted) -> None:
     from speech_support import f0_median
 

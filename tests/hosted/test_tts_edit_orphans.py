@@ -22,6 +22,7 @@ from dragoman.service.storage import Storage
 from dragoman.service.tts_jobs import audio_key
 
 TEXT = "Good morning everyone. The weather today is bright and sunny."
+pytestmark = pytest.mark.scaled  # the files in moto's S3 too (issue 13)
 LATER = tts_voices.ORPHAN_GRACE_MS + 60_000  # past the grace period
 
 
