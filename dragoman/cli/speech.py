@@ -145,6 +145,7 @@ def cmd_voices_install(args: argparse.Namespace, settings: Settings) -> int:
             args.source, settings, sha256=args.sha256, progress=progress, replace=args.replace
         )
     print(f"installed voice {manifest.id} ({manifest.locale}, {manifest.quality or 'quality unknown'})")
+    print(f"licence: {manifest.license}")
     return 0
 
 
@@ -169,6 +170,11 @@ def cmd_voices_list(args: argparse.Namespace, settings: Settings) -> int:
         female = _served(first["female"]["languages"][code]["standard"])
         male = _served(first["male"]["languages"][code]["standard"])
         print(f"  {code}  {lang['name']:<17} {female:<28} {male}")
+    models: list[dict[str, Any]] = catalogue["models"]  # type: ignore[assignment]
+    if models:
+        print("\nvoices installed as models (engine:voice, licence):")
+    for model in models:
+        print(f"  {model['engine']}:{model['engine_voice']}  {model['license']}")
     return 0
 
 

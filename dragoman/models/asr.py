@@ -5,6 +5,10 @@ A faster-whisper model is a directory holding ``model.bin`` (a CTranslate2 ``Whi
 ``tokenizer.json`` (required: without it faster-whisper would fetch one from the model hub),
 ``vocabulary.json`` or ``vocabulary.txt``, and optionally ``preprocessor_config.json`` (the mel bins of
 large-v3). Its id is its directory's name in the store (``settings.engine.packs_dir.parent / "asr"``).
+Its licence is the first line of its ``LICENSE`` file, read as a pack's is
+(:func:`dragoman.models.manifest.read_license`): an install from the Hugging Face Hub writes the card's
+licence there (non-commercial ones marked ``NON-COMMERCIAL``), the embedded Whisper base its MIT notice; a
+model without one shows ``unknown (the model states none)``.
 
 Install from a directory, an archive (.tar.gz, .zip) holding one, or an http(s) URL of an archive: the same
 fetch, safe extraction, integrity record and atomic placement as packs and voices
@@ -44,6 +48,7 @@ from dragoman.errors import (
 from dragoman.models import hf
 from dragoman.models.install import install_model
 from dragoman.models.kind import ModelKind
+from dragoman.models.manifest import UNKNOWN_LICENSE, read_license
 from dragoman.models.store import ModelStore, dir_size, staging_dir, sweep_stale
 from dragoman.progress import ProgressCallback
 from dragoman.settings import Settings
@@ -102,6 +107,7 @@ class AsrManifest:
     languages: int  # language tokens the model knows (99 for Whisper base, 100 for large-v3)
     mel_bins: int  # 80, or 128 for large-v3
     vocabulary: str  # vocabulary.json or vocabulary.txt
+    license: str = f"{UNKNOWN_LICENSE} (the model states none)"
 
 
 @dataclass(frozen=True)
@@ -113,6 +119,7 @@ class AsrInfo:
     path: str
     size_bytes: int
     embedded: bool
+    license: str
 
 
 def _json_file(path: Path) -> Any:
@@ -181,6 +188,7 @@ def read_asr(path: Path) -> AsrManifest:
         languages=len(lang_ids),
         mel_bins=mel_bins,
         vocabulary=vocab,
+        license=read_license(path, noun="model"),
     )
 
 
@@ -193,6 +201,7 @@ def _info(manifest: AsrManifest, path: Path) -> AsrInfo:
         path=str(path),
         size_bytes=dir_size(path),
         embedded=manifest.id == EMBEDDED_ID,
+        license=manifest.license,
     )
 
 

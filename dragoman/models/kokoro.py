@@ -46,6 +46,7 @@ from dragoman.errors import InvalidRequest, PackInstallError, PackIntegrityError
 from dragoman.models._fetch import Pace, Transfer, fetch
 from dragoman.models.install import install_model
 from dragoman.models.kind import ModelKind
+from dragoman.models.manifest import UNKNOWN_LICENSE, read_license
 from dragoman.models.store import ModelStore, dir_size
 from dragoman.progress import ProgressCallback
 from dragoman.settings import Settings
@@ -96,7 +97,7 @@ class KokoroManifest:
     languages: tuple[str, ...]  # two-letter, of the voices whose prefix is known
     style_rows: int
     sample_rate: int = SAMPLE_RATE
-    license: str = ""
+    license: str = f"{UNKNOWN_LICENSE} (the model states none)"
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class KokoroInfo:
     voices: int
     path: str
     size_bytes: int
+    license: str
 
 
 def voice_language(name: str) -> tuple[str, str, str] | None:
@@ -250,16 +252,8 @@ def read_kokoro(path: Path) -> KokoroManifest:
         voices=names,
         languages=tuple(languages),
         style_rows=rows,
-        license=_licence(path),
+        license=read_license(path, noun="model"),
     )
-
-
-def _licence(path: Path) -> str:
-    licence = path / "LICENSE"
-    if not licence.is_file() or licence.stat().st_size > MAX_VOCAB_BYTES:
-        return ""
-    lines = licence.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    return lines[0][:200] if lines else ""
 
 
 # ----- the deep check of an install ---------------------------------------------------------------------
@@ -350,6 +344,7 @@ def _info(manifest: KokoroManifest, path: Path) -> KokoroInfo:
         voices=len(manifest.voices),
         path=str(path),
         size_bytes=dir_size(path),
+        license=manifest.license,
     )
 
 

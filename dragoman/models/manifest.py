@@ -49,6 +49,10 @@ MAX_PACK_ENTRIES = 10_000
 MAX_INPUT_TOKENS_RANGE = (1, 65_536)
 #: First bytes of a LICENSE file read for its first line.
 LICENSE_HEAD_BYTES = 4096
+#: Characters of that line kept (a hub licence names its repo: ``mit (from the model card of OWNER/REPO)``).
+LICENSE_LINE_CHARS = 200
+#: How a model that states no licence starts its licence text.
+UNKNOWN_LICENSE = "unknown"
 #: A pack id is a directory name: the same rule the installer applies.
 PACK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
@@ -215,8 +219,15 @@ def _flores(code: Any, where: Path, field: str) -> str:
         raise PackIntegrityError(f"{where}: {field} {code!r} is not a known language: {exc.message}") from exc
 
 
-def _read_license(directory: Path, extra: dict[str, Any]) -> str:
-    value = extra.get("license")
+def read_license(directory: Path, extra: dict[str, Any] | None = None, *, noun: str = "pack") -> str:
+    """A model's licence: ``extra["license"]`` (a pack's ``dragoman-pack.json``), else the first line of its
+    ``LICENSE`` file (what an install from the Hugging Face Hub writes, the card's licence with
+    non-commercial ones marked ``NON-COMMERCIAL``), else ``unknown (the NOUN states none)``.
+
+    Every kind reads its licence here: translation packs, speech recognition models and voices. A model
+    installed before its kind showed licences has its ``LICENSE`` file read the same way, or is unknown.
+    """
+    value = (extra or {}).get("license")
     if isinstance(value, str) and value.strip():
         return value.strip()
     for name in ("LICENSE", "LICENSE.txt", "LICENSE.md", "license.txt"):
@@ -224,8 +235,8 @@ def _read_license(directory: Path, extra: dict[str, Any]) -> str:
         if path.is_file():
             head = _read_head(path, LICENSE_HEAD_BYTES)[:LICENSE_HEAD_BYTES]
             first = head.decode("utf-8", errors="replace").strip().splitlines()
-            return first[0][:120] if first else "see LICENSE"
-    return "unknown (the pack states none)"
+            return first[0][:LICENSE_LINE_CHARS] if first else "see LICENSE"
+    return f"{UNKNOWN_LICENSE} (the {noun} states none)"
 
 
 def _check_files(directory: Path, model_dir: str, sp_files: list[str], pack_id: str) -> None:
@@ -288,7 +299,7 @@ def _read_argos(directory: Path, extra: dict[str, Any]) -> PackManifest:
         id=pack_id,
         kind="argos",
         version=version,
-        license=_read_license(directory, extra),
+        license=read_license(directory, extra),
         languages=(source, target),
         pairs=((source, target),),
         quality=_rank(extra, "quality", quality, extra_path),
@@ -326,7 +337,7 @@ def _read_multilingual(directory: Path, data: dict[str, Any]) -> PackManifest:
         id=pack_id,
         kind="multilingual",
         version=_text(data, "version", "0", where),
-        license=_read_license(directory, data),
+        license=read_license(directory, data),
         languages=languages,
         pairs=tuple((s, t) for s in languages for t in languages if s != t),
         quality=_rank(data, "quality", quality, where),

@@ -2,7 +2,10 @@
 
 A Piper voice is a directory holding one ``NAME.onnx`` and its ``NAME.onnx.json`` (Piper's config: sample
 rate, espeak voice, ``phoneme_id_map``, inference scales, language). Its id is ``NAME``
-(``en_US-joe-medium``).
+(``en_US-joe-medium``). Its licence is the first line of its ``LICENSE`` file, read as a pack's is
+(:func:`dragoman.models.manifest.read_license`): the card's licence for an install from the Hugging Face Hub
+(non-commercial ones marked ``NON-COMMERCIAL``), CC0-1.0 for the embedded voice, else
+``unknown (the voice states none)``.
 The store's root is ``voices/`` beside the packs directory (``settings.engine.packs_dir.parent / "voices"``;
 a speech settings section may name it later).
 
@@ -31,6 +34,7 @@ from dragoman.errors import InvalidRequest, PackInstallError, PackIntegrityError
 from dragoman.models._fetch import Pace, Transfer, fetch
 from dragoman.models.install import install_model
 from dragoman.models.kind import ModelKind
+from dragoman.models.manifest import UNKNOWN_LICENSE, read_license
 from dragoman.models.store import ModelStore, dir_size
 from dragoman.progress import ProgressCallback
 from dragoman.settings import Settings
@@ -65,7 +69,7 @@ class VoiceManifest:
     onnx: str  # file names inside the voice's directory
     config: str
     speakers: int
-    license: str = ""
+    license: str = f"{UNKNOWN_LICENSE} (the voice states none)"
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class VoiceInfo:
     path: str
     size_bytes: int
     version: str
+    license: str
 
 
 def _load_config(path: Path) -> dict[str, Any]:
@@ -136,17 +141,8 @@ def read_voice(path: Path) -> VoiceManifest:
         onnx=model.name,
         config=config.name,
         speakers=int(data.get("num_speakers") or 1),
-        license=_licence(path),
+        license=read_license(path, noun="voice"),
     )
-
-
-def _licence(path: Path) -> str:
-    """The first line of the voice's LICENSE file (written for installs from the Hugging Face Hub), if any."""
-    licence = path / "LICENSE"
-    if not licence.is_file() or licence.stat().st_size > MAX_CONFIG_BYTES:
-        return ""
-    lines = licence.read_text(encoding="utf-8", errors="replace").strip().splitlines()
-    return lines[0][:200] if lines else ""
 
 
 def _info(manifest: VoiceManifest, path: Path) -> VoiceInfo:
@@ -159,6 +155,7 @@ def _info(manifest: VoiceManifest, path: Path) -> VoiceInfo:
         path=str(path),
         size_bytes=dir_size(path),
         version=manifest.version,
+        license=manifest.license,
     )
 
 

@@ -4,8 +4,11 @@ built in the test."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,3 +156,125 @@ def test_cli_voices_and_asr_install_take_hf_sources(
     hub.repos[WHISPER] = Repo({p.name: p.read_bytes() for p in whisper.iterdir() if p.is_file()})
     assert main(["asr", "install", f"hf:{WHISPER}", "--json"]) == 0
     assert asr.model_dir(settings, "faster-whisper-tiny-test").is_dir()
+
+
+# ----- licences of speech models (issue 17: shown wherever the models are listed) ---------------------------
+NC_WHISPER = "cc-by-nc-4.0 (NON-COMMERCIAL use only; from the model card of someone/faster-whisper-tiny-test)"
+NC_VOICE = "cc-by-nc-sa-4.0 (NON-COMMERCIAL use only; from the model card of someone/piper-standin)"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _hub_speech_models(hub: Hub, tmp_path: Path, settings: Settings) -> tuple[str, str]:
+    """A faster-whisper model whose card says cc-by-nc-4.0 and a Piper voice whose card says cc-by-nc-sa-4.0,
+    installed from the loopback hub; their ids."""
+    whisper = build_tiny_whisper(tmp_path / "whisper-build")
+    files = {p.name: p.read_bytes() for p in whisper.iterdir() if p.is_file()}
+    hub.repos[WHISPER] = Repo(files | {"README.md": card("cc-by-nc-4.0")})
+    onnx = write_standin_voice(tmp_path / "voice-build", "en_US-standin-x_low")
+    files = {p.name: p.read_bytes() for p in onnx.parent.iterdir()}
+    hub.repos[VOICE] = Repo(files | {"README.md": card("cc-by-nc-sa-4.0")})
+    return asr.install(f"hf:{WHISPER}", settings).id, voices.install(f"hf:{VOICE}", settings).id
+
+
+def _piper_only(settings: Settings) -> list[Any]:
+    """The Piper engine over the test's voice store, without the embedded voice (a 63 MB copy)."""
+    from dragoman.speech.tts.engines.espeak import EspeakEngine
+    from dragoman.speech.tts.engines.piper import PiperEngine
+
+    return [PiperEngine(settings, EspeakEngine(), install_embedded=False)]
+
+
+def test_hub_licences_of_an_asr_model_and_a_voice_are_in_the_store_engine_status_and_catalogue(
+    settings: Settings, tmp_path: Path, hub: Hub
+) -> None:
+    from dragoman.speech.tts.synth import Synthesizer
+    from dragoman.status import engine_status
+
+    model_id, voice_id = _hub_speech_models(hub, tmp_path, settings)
+    [model] = asr.list_installed(settings)
+    assert (model.id, model.license) == (model_id, NC_WHISPER)
+    [voice] = voices.VoiceStore(settings).infos()
+    assert (voice.id, voice.license) == (voice_id, NC_VOICE)
+    with Engine(settings) as engine:
+        status = engine_status(engine)
+    assert status["asr"]["installed"] == [model_id]
+    assert status["asr"]["models"] == [
+        {
+            "id": model_id,
+            "version": hub.repos[WHISPER].commit[:12],
+            "languages": model.languages,
+            "license": NC_WHISPER,
+        }
+    ]
+    catalogue = Synthesizer(settings, engines=_piper_only(settings)).catalogue()
+    assert catalogue["models"] == [
+        {
+            "engine": "piper",
+            "engine_voice": voice_id,
+            "language": "en",
+            "locale": "en-US",
+            "license": NC_VOICE,
+        }
+    ]
+
+
+def test_cli_lists_show_the_licences(
+    settings: Settings,
+    tmp_path: Path,
+    hub: Hub,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from dragoman.cli.main import main
+    from dragoman.speech.tts.engines import registry
+
+    monkeypatch.setenv("DRAGOMAN_PACKS_DIR", str(settings.engine.packs_dir))
+    monkeypatch.setattr(registry, "installed_engines", _piper_only)
+    model_id, voice_id = _hub_speech_models(hub, tmp_path, settings)
+    assert main(["asr", "list", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["id"], row["license"]) == (model_id, NC_WHISPER)
+    assert main(["asr", "list"]) == 0
+    assert f"licence: {NC_WHISPER}" in capsys.readouterr().out
+    assert main(["voices", "list", "--json"]) == 0
+    models = json.loads(capsys.readouterr().out)["models"]
+    assert [(m["engine_voice"], m["license"]) for m in models] == [(voice_id, NC_VOICE)]
+    assert main(["voices", "list"]) == 0
+    assert f"piper:{voice_id}  {NC_VOICE}" in capsys.readouterr().out
+
+
+@pytest.mark.anyio
+async def test_mcp_engine_status_and_list_voices_show_the_licences(
+    settings: Settings, tmp_path: Path, hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_support import in_process, structured
+
+    from dragoman.speech.tts.engines import registry
+
+    monkeypatch.setattr(registry, "installed_engines", _piper_only)
+    model_id, voice_id = _hub_speech_models(hub, tmp_path, settings)
+    env = dict(os.environ, DRAGOMAN_PACKS_DIR=str(settings.engine.packs_dir), DRAGOMAN_APERTIUM="0")
+    async with in_process(env) as client:
+        status_result = await client.call_tool("engine_status", {})
+        voices_result = await client.call_tool("list_voices", {})
+    status, listed = structured(status_result), structured(voices_result)
+    assert [(m["id"], m["license"]) for m in status["asr"]["models"]] == [(model_id, NC_WHISPER)]
+    assert f"{model_id} ({NC_WHISPER})" in status_result.content[0].text  # type: ignore[union-attr]
+    assert [(m["engine_voice"], m["license"]) for m in listed["models"]] == [(voice_id, NC_VOICE)]
+    assert f"{voice_id} ({NC_VOICE})" in voices_result.content[0].text  # type: ignore[union-attr]
+
+
+def test_models_without_a_licence_file_show_it_unknown(settings: Settings, tmp_path: Path) -> None:
+    """Installed from folders with no LICENSE (as models installed before licences were shown may be)."""
+    from dragoman.status import engine_status
+
+    asr.install(build_tiny_whisper(tmp_path / "whisper"), settings)
+    voices.install(write_standin_voice(tmp_path / "voice", "en_US-plain-x_low").parent, settings)
+    assert [i.license for i in asr.list_installed(settings)] == ["unknown (the model states none)"]
+    assert [i.license for i in voices.VoiceStore(settings).infos()] == ["unknown (the voice states none)"]
+    with Engine(settings) as engine:
+        assert engine_status(engine)["asr"]["models"][0]["license"] == "unknown (the model states none)"

@@ -111,9 +111,23 @@ class SpeechLanguageRow(BaseModel):
     engines: list[str] = Field(description="the engines installed for the language")
 
 
+class VoiceModelRow(BaseModel):
+    engine: str = Field(description="piper or kokoro")
+    engine_voice: str
+    language: str
+    locale: str
+    license: str = Field(
+        description="the licence the model states (from its hub card for hf: installs; 'NON-COMMERCIAL' "
+        "marks a non-commercial one), or 'unknown (...)' when it states none"
+    )
+
+
 class VoicesOutput(BaseModel):
     voices: list[VoiceRow]
     languages: list[SpeechLanguageRow]
+    models: list[VoiceModelRow] = Field(
+        default_factory=list, description="the engine voices installed as models, each with its licence"
+    )
     emotions: dict[str, Any]
     provenance: Provenance = _PROVENANCE
 
@@ -265,7 +279,8 @@ async def speak(
 
 async def list_voices(ctx: Ctx) -> Annotated[CallToolResult, VoicesOutput]:
     """The ten voices (gender, description), the 31 languages with the engines installed for each, which
-    engine voice serves each voice in each language (standard and studio), and the seven emotion presets."""
+    engine voice serves each voice in each language (standard and studio), the voices installed as models
+    (Piper, Kokoro) with their licences, and the seven emotion presets."""
     catalogue = await _run_speech(ctx, lambda s: s.catalogue())
     out = VoicesOutput.model_validate({**catalogue, "provenance": "on-device"})
     served = [lang.code for lang in out.languages if lang.engines]
@@ -273,6 +288,10 @@ async def list_voices(ctx: Ctx) -> Annotated[CallToolResult, VoicesOutput]:
         f"{len(out.voices)} voices ({', '.join(v.name for v in out.voices)}); {len(served)} of "
         f"{len(out.languages)} languages installed: {', '.join(served)}; emotions: {', '.join(out.emotions)}"
     )
+    if out.models:
+        shown = ", ".join(f"{m.engine_voice} ({m.license})" for m in out.models[:10])
+        more = f" and {len(out.models) - 10} more" if len(out.models) > 10 else ""
+        text += f"; voice models: {shown}{more}"
     return answer(out, text)
 
 

@@ -213,8 +213,9 @@ async def list_languages(
 
 
 async def engine_status(ctx: Ctx, roots: ClientRoots) -> Annotated[CallToolResult, StatusOutput]:
-    """Install state of the engine on this device: platform support, packs (and whether loaded), binary and
-    model paths, Apertium and Tesseract, glossary file, daemon liveness, directories file tools may use."""
+    """Install state of the engine on this device: platform support, packs (whether loaded, licence), speech
+    recognition models (asr.models, each with its licence), binary and model paths, Apertium and Tesseract,
+    glossary file, daemon liveness, directories file tools may use."""
     from dragoman.server.daemon.portfile import daemon_status
     from dragoman.status import engine_status as status_of
 
@@ -225,8 +226,11 @@ async def engine_status(ctx: Ctx, roots: ClientRoots) -> Annotated[CallToolResul
     packs = ", ".join(f"{p.id}{' (loaded)' if p.loaded else ''}" for p in out.packs) or "none"
     apertium = out.apertium.get("pairs") or []
     daemon = "alive" if out.daemon and out.daemon.get("alive") else "not running"
+    asr = status.get("asr") or {}
+    speech = ", ".join(f"{m['id']} ({m['license']})" for m in asr.get("models") or []) or "none"
     text = (
         f"dragoman {out.version} ({out.provenance}); packs: {packs}; apertium pairs: {len(apertium)}; "
+        f"speech recognition models: {speech}; "
         f"daemon: {daemon}; packs dir: {out.packs_dir}; file tools may use: "
         f"{', '.join(dirs) or 'nothing (offer client roots or set DRAGOMAN_ALLOWED_DIRS)'}"
     )

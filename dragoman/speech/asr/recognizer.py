@@ -284,14 +284,20 @@ class Recognizer:
         )
 
     def status(self) -> dict[str, Any]:
-        """Installed models, the loaded ones and the device (for engine_status); loads nothing."""
+        """Installed models (ids, and each with its version and licence: ``models``), the loaded ones and the
+        device (for engine_status); loads nothing."""
         try:
             device: str | None = compute_device(self.settings.engine.device)
         except ConfigError:
             device = None
         store = AsrStore(self.settings)
+        manifests = [m for m, _ in store.installed()]
         return {
-            "installed": [m.id for m, _ in store.installed()],
+            "installed": [m.id for m in manifests],
+            "models": [
+                {"id": m.id, "version": m.version, "languages": m.languages, "license": m.license}
+                for m in manifests
+            ],
             "default": EMBEDDED_ID,
             "loaded": loaded_models(),
             "device": device,

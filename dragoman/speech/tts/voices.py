@@ -267,8 +267,9 @@ def resolve_voice(
 
 def voice_catalogue(engines: Sequence[TtsEngine]) -> dict[str, object]:
     """What ``GET /api/v1/tts/voices`` and ``dragoman voices list`` answer: the languages (with the engines
-    installed for each), and per voice, per language, the engine voice serving it in a standard and a studio
-    render (None where no engine is installed for the language)."""
+    installed for each), per voice, per language, the engine voice serving it in a standard and a studio
+    render (None where no engine is installed for the language), and ``models``: the engine voices installed
+    as models (Piper voices, Kokoro voices), each with its licence (``EngineVoice.license``)."""
     languages = []
     for code, lang in LANGUAGES.items():
         installed = sorted({v.engine for _, v in _voices_of(engines, code)})
@@ -302,9 +303,22 @@ def voice_catalogue(engines: Sequence[TtsEngine]) -> dict[str, object]:
                 "languages": per_language,
             }
         )
+    models = [
+        {
+            "engine": v.engine,
+            "engine_voice": v.id,
+            "language": v.language,
+            "locale": v.locale,
+            "license": v.license,
+        }
+        for engine in engines
+        for v in engine.voices()
+        if v.license is not None
+    ]
     return {
         "voices": voices,
         "languages": languages,
+        "models": models,
         "emotions": {
             name: {**preset.emotion.to_dict(), "style": preset.style}
             for name, preset in EMOTION_PRESETS.items()

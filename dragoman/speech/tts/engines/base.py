@@ -77,7 +77,9 @@ NEUTRAL = Prosody()
 class EngineVoice:
     """One voice of one engine: ``id`` is the engine's own name for it (what ``synthesize`` takes),
     ``language`` two-letter (ISO 639-1), ``locale`` the full tag when the voice has one (``en-GB``),
-    ``quality`` the rank above (higher is better), ``rate`` its native sample rate."""
+    ``quality`` the rank above (higher is better), ``rate`` its native sample rate. ``license`` is the
+    licence of a voice installed as a model (Piper, Kokoro), as the model store reads it (``unknown (...)``
+    when the model states none); None for the voices of system engines (espeak-ng, Pico, flite, festival)."""
 
     engine: str
     id: str
@@ -87,6 +89,7 @@ class EngineVoice:
     rate: int
     locale: str = ""
     name: str = ""
+    license: str | None = None
 
 
 @dataclass(frozen=True)

@@ -282,6 +282,7 @@ class KokoroEngine:
                                 manifest.sample_rate,
                                 lang[1],
                                 f"Kokoro {name} ({manifest.id})",
+                                manifest.license,
                             )
                         )
                 self._voices, self._models, self._seen = voices, models, seen

@@ -141,6 +141,7 @@ class PiperEngine:
                             manifest.sample_rate,
                             manifest.locale,
                             f"Piper {manifest.id}",
+                            manifest.license,
                         )
                     )
                 self._voices = voices
