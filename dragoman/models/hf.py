@@ -18,7 +18,9 @@
    NLLB / M2M-100 conversions are told by their vocabulary's language tokens); a faster-whisper model and a
    Piper voice keep their files;
 5. reads the licence from the model card's front matter (``license:``), marks non-commercial ones as such,
-   and writes it in the manifest (translation packs; shown in ``engine_status``) and a ``LICENSE`` file.
+   and writes it in the manifest (translation packs) and a ``LICENSE`` file, which every kind reads as its
+   licence (:func:`dragoman.models.manifest.read_license`): ``engine_status`` shows it for packs and
+   speech recognition models, the voice catalogue (``list_voices``) for voices.
 
 The install then goes on like every other source: the kind's structural check, the install record, the
 atomic rename under the store lock.
@@ -111,7 +113,7 @@ class Staged:
 
     folder: Path
     hashes: dict[str, str]  # path relative to folder -> sha256
-    label: str  # hf:OWNER/REPO@COMMIT
+    label: str  # hf:OWNER/REPO[/SUBDIR]@COMMIT
     license: str
 
 
@@ -393,7 +395,7 @@ def stage(
                 f"{source.text} moved from commit {commit} to {folder.name} while it was being installed; "
                 "retry"
             )
-    label = f"{PREFIX}{source.repo}@{commit}"
+    label = HubSource(source.repo, commit, source.subdir).text  # what reinstalls exactly this model
     raw = work / "hub"
     budget = [max_bytes]
     prefix = f"{source.subdir}/" if source.subdir else ""

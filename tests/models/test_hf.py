@@ -124,6 +124,8 @@ def test_asr_and_voice_install_from_the_hub(settings: Settings, tmp_path: Path, 
     voice = voices.install(f"hf:{VOICE}/de", settings)
     assert voice.id == "de_DE-standin-x_low"
     assert voice.license.startswith("cc0-1.0 (from the model card of someone/piper-standin")
+    record = read_record(voices.VoiceStore(settings).get(voice.id)[1])  # the folder is part of the source
+    assert record is not None and record.source == f"hf:{VOICE}/de@{hub.repos[VOICE].commit}"
 
 
 def test_cli_packs_install_takes_hf_sources(
