@@ -15,6 +15,7 @@ Slow: one media file and one transcription per language (about 2 s each on 2 cor
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -237,3 +238,67 @@ def test_ffmpeg_muxes_the_srt_into_the_mp4(heard: dict[str, Heard], tmp_path: Pa
     ).stdout
     for cue in item.track.cues:
         assert all(line in back for line in cue.lines), (cue, back)
+
+
+@needs_apertium
+def test_the_user_glossary_acts_on_the_translated_captions(
+    heard: dict[str, Heard],
+    base_recognizer: Recognizer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `dragoman subtitles --to es` on the English media, Apertium en->es translating: first without a glossary
+    # (Apertium says "coche" for "car"), then with the user's glossary holding car -> automóvil, which the
+    # command reads and hands to the pipeline; the same cues come back, the first sentence's with the term
+    import pysrt
+
+    import dragoman.cli.subtitles as cli_subtitles
+    from dragoman.cli import main
+    from dragoman.server.local_store import GlossaryStore
+    from dragoman.settings import Settings
+    from dragoman.translation.types import GlossaryEntry
+
+    monkeypatch.setenv("DRAGOMAN_APERTIUM", "1")
+    monkeypatch.setattr(cli_subtitles, "make_recognizer", lambda settings: base_recognizer)
+    media = heard["en"].path
+
+    def read(path: Path) -> list[tuple[float, float, str]]:
+        cues = pysrt.open(str(path), encoding="utf-8")
+        return [(c.start.ordinal / 1000, c.end.ordinal / 1000, c.text.replace("\n", " ")) for c in cues]
+
+    def subtitles(folder: Path) -> tuple[list[tuple[float, float, str]], list[tuple[float, float, str]]]:
+        argv = ["subtitles", str(media), "--from", "en", "--to", "es", "--format", "srt", "-o", str(folder)]
+        assert main(argv) == 0, capsys.readouterr()
+        capsys.readouterr()
+        return read(folder / f"{media.stem}.en.srt"), read(folder / f"{media.stem}.es.srt")
+
+    english, plain = subtitles(tmp_path / "plain")
+    GlossaryStore(Settings.from_env().local.glossary_path).add(
+        [GlossaryEntry("car", "automóvil")], source="en", target="es"
+    )
+    english_again, glossed = subtitles(tmp_path / "glossary")
+    print(f"\nheard: {english}\nwithout the glossary: {plain}\nwith it: {glossed}")
+    assert english_again == english
+    assert [(a, b) for a, b, _ in plain] == [(a, b) for a, b, _ in glossed] == [(a, b) for a, b, _ in english]
+    # the cues of each sentence (the clip whose span holds the cue's start)
+    sentences = [
+        [k for k, (a, _, _) in enumerate(english) if clip.start - TOLERANCE <= a <= clip.end]
+        for clip in heard["en"].clips
+    ]
+    assert all(sentences) and sorted(k for ks in sentences for k in ks) == list(range(len(english)))
+    # "The old man bought a red car yesterday.": Apertium says "coche"; with the glossary, "automóvil"
+    first = sentences[0]
+    plain_text = " ".join(plain[k][2] for k in first)
+    glossed_text = " ".join(glossed[k][2] for k in first)
+    assert "car" in " ".join(english[k][2] for k in first).split(), english
+    assert "coche" in plain_text and "automóvil" not in plain_text, plain_text
+    assert "automóvil" in glossed_text and "coche" not in glossed_text, glossed_text
+    # a sentence heard without "car" comes out as before; one heard with it has the term too
+    for cues in sentences[1:]:
+        said = re.findall(r"[\w']+", " ".join(english[k][2] for k in cues).lower())
+        if "car" in said:
+            assert "automóvil" in " ".join(glossed[k][2] for k in cues), (english, glossed)
+        else:
+            assert [glossed[k] for k in cues] == [plain[k] for k in cues], (plain, glossed)
+    assert any("car" not in re.findall(r"[\w']+", english[k][2].lower()) for k in sentences[1])
