@@ -179,7 +179,7 @@ def intelligibility_part(synthesizer: Any, voices: list[str], languages: list[st
         for voice in voices:
             result = synthesizer.synthesize(TEXTS[code], SynthesisOptions(voice, code))
             heard = recognizer.transcribe(result.audio, TranscribeOptions(language=code))
-            cells.append(f"{voice} WER {word_error_rate(TEXTS[code], heard.text):.0%}")
+            cells.append(f"{voice} WER {word_error_rate(TEXTS[code], heard.text, code):.0%}")
         engine = synthesizer.resolve(SynthesisOptions(voices[0], code)).voice.engine
         print(f"  {code} ({engine}): " + "; ".join(cells))
 

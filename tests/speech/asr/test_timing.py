@@ -81,6 +81,12 @@ def test_word_error_rate_is_word_levenshtein_on_normalised_text() -> None:
     assert word_error_rate("a b c d", "a x c") == 0.5  # one substitution, one deletion
     assert word_error_rate("a b", "a b c d") == 1.0  # two insertions
     assert word_error_rate("", "") == 0.0 and word_error_rate("", "x") == 1.0
+    # numbers 0-20 in digits are their words, given the language (French 17 is two words)
+    assert word_error_rate("Um neun Uhr.", "um 9 Uhr", "de") == 0.0
+    assert word_error_rate("Um neun Uhr.", "um 9 Uhr") == 1 / 3  # no language: a digit is no word
+    assert word_error_rate("dix-sept ans", "17 ans", "fr") == 0.0
+    assert word_error_rate("twenty one", "21", "en") == 1.0  # past 20: left as written (2 words vs 1)
+    assert word_error_rate("nine", "09", "en") == 1.0  # a leading zero is no number word
     assert edit_distance(["k", "i", "t", "t", "e", "n"], list("sitting")) == 3
 
 

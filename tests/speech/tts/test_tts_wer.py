@@ -44,6 +44,14 @@ transcribed alone, the target is still missed by a word: aria 0.102, nova 0.085,
 0.102 (before: 0.136, 0.085, 0.136, 0.085, 0.102). Every German render shares errors of Pico's or the scorer's
 (``frischem`` heard as ``frischen``, ``zuschauen`` as ``zu schauen``, ``neun`` written ``9``): about four
 words of the margin. Slow: six renders of about 45 s.
+
+The scorer now reads 0-20 written in digits as their words, given the language (score.NUMBER_WORDS), so
+``9`` for ``neun`` is no error. Re-measured with it (Whisper base int8, beam 5; digits as digits -> as
+words, the same renders): the first five German sentences each alone, pooled over 59 words: aria 0.102 ->
+0.085, nova 0.068 -> 0.051, lyra 0.085 -> 0.068, iris 0.102 -> 0.085, maya 0.085 -> 0.068, every persona
+within the target; the ten as one text: aria 0.085 -> 0.077, nova 0.077, lyra 0.017 -> 0.009, maya 0.060
+(this run's recogniser heard lyra and maya better than the figures above: one render, one transcription
+each).
 """
 
 from __future__ import annotations
@@ -86,7 +94,7 @@ def test_pico_voices_are_understood_by_the_recogniser(
     result = synthesizer().synthesize(TEXTS[language], SynthesisOptions(voice, language))
     assert result.engine == "pico", (voice, language, result.engine)
     heard = base_recognizer.transcribe(result.audio, TranscribeOptions(language=language))
-    wer = word_error_rate(TEXTS[language], heard.text)
+    wer = word_error_rate(TEXTS[language], heard.text, language)
     assert wer <= BOUND[language], (voice, language, round(wer, 3), heard.text)
 
 
@@ -138,7 +146,7 @@ def test_pico_personas_meet_the_target_over_ten_sentences(
     result = synthesizer().synthesize(text, SynthesisOptions(voice, language))
     assert result.engine == "pico", (voice, language, result.engine)
     heard = base_recognizer.transcribe(result.audio, TranscribeOptions(language=language))
-    wer = word_error_rate(text, heard.text)
+    wer = word_error_rate(text, heard.text, language)
     print(f"{language} {voice}: WER {wer:.3f}")
     assert wer <= TARGET, (voice, language, round(wer, 3), heard.text)
 
