@@ -21,6 +21,8 @@ HTTP, and intelligibility, in one run.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +41,8 @@ TEXTS = {
     "fr": "Le renard brun rapide saute par-dessus le chien paresseux pendant que les enfants regardent.",
     "cs": "Rychlá hnědá liška skáče přes líného psa, zatímco se děti dívají ze zahrady.",
     "ru": "Быстрая коричневая лиса прыгает через ленивую собаку, пока дети смотрят из сада.",
+    "ca": "La guineu marró ràpida salta per sobre del gos mandrós mentre els nens miren des del jardí.",
+    "it": "La veloce volpe marrone salta sopra il cane pigro mentre i bambini guardano dal giardino.",
 }
 SHORT = "Hello, this is a short sentence."
 
@@ -52,6 +56,25 @@ def rtf_side(render: Any) -> Any:
     return side
 
 
+def text2wave_render(voice: Any) -> float:
+    """festival's own ``text2wave`` started afresh for one render (voice loading included), as dragoman ran
+    festival before its sessions: the side-by-side reference for the festival rows."""
+    from dragoman.media.audio import read_wav
+    from dragoman.speech.tts.engines import festival
+
+    spec = next(v for v in festival.KNOWN if v.name == voice.id)
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "out.wav"
+        subprocess.run(
+            ["text2wave", "-eval", f"(voice_{spec.name})", "-o", str(out)],
+            input=festival.encode(TEXTS.get(voice.language, SENTENCE), spec.encoding) + b"\n",
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        return float(read_wav(out).duration)
+
+
 def engines_part(synthesizer: Any, rounds: int) -> None:
     from dragoman.speech.tts.engines import Prosody
 
@@ -61,13 +84,22 @@ def engines_part(synthesizer: Any, rounds: int) -> None:
         if not voices:
             print(f"  {engine.name}: no voice installed (skipped)")
             continue
-        voice = next((v for v in voices if v.language == "en"), voices[0])
-        text = TEXTS.get(voice.language, SENTENCE)
+        chosen = [next((v for v in voices if v.language == "en"), voices[0])]
+        if engine.name == "festival":  # it serves the languages nothing faster speaks: each one's first voice
+            chosen += [
+                v
+                for v in voices
+                if v.language != "en" and v == next(w for w in voices if w.language == v.language)
+            ]
+        for voice in chosen:
+            text = TEXTS.get(voice.language, SENTENCE)
 
-        def render(engine: Any = engine, voice: Any = voice, text: str = text) -> float:
-            return float(engine.synthesize(text, voice.id, Prosody()).audio.duration)
+            def render(engine: Any = engine, voice: Any = voice, text: str = text) -> float:
+                return float(engine.synthesize(text, voice.id, Prosody()).audio.duration)
 
-        sides[f"{engine.name}:{voice.id}"] = rtf_side(render)
+            sides[f"{engine.name}:{voice.id}"] = rtf_side(render)
+        if engine.name == "festival" and shutil.which("text2wave"):  # as festival was run before sessions
+            sides[f"text2wave:{chosen[0].id}"] = rtf_side(lambda v=chosen[0]: text2wave_render(v))
     rows = harness.alternate_measured(sides, rounds, warmup=1)
     print(f"\n1. real-time factor per engine, standard render ({rounds} alternated rounds; target >= 10x)")
     for name in rows.names:

@@ -12,13 +12,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dragoman.errors import EngineTimeout, LimitExceeded, SpeechEngineError, VoiceNotInstalled
-from dragoman.media.audio import Audio, wav_bytes
+from dragoman.media.audio import Audio, read_wav, wav_bytes
 from dragoman.models import voices as voice_store
 from dragoman.settings import Settings
 from dragoman.speech.tts.engines import base, espeak, festival, flite, pico, piper
@@ -288,8 +289,42 @@ if [ -n "$out" ]; then cp "{wav}" "$out"; else cat "{wav}"; fi
 """
 
 
+#: A stand-in ``festival --pipe``: records its arguments and every line it reads, renders our file by
+#: copying the tone (and the text it was given beside the log), answers each marker on stderr, sleeps
+#: (with a child) when asked, and fails a render whose text says so the way festival does (a SIOD error).
+FAKE_FESTIVAL = """#!{python}
+import os, re, shutil, subprocess, sys
+log, wav = {log!r}, {wav!r}
+with open(log + ".args", "a") as handle:
+    handle.write("\\n".join(sys.argv[1:]) + "\\n")
+with open(log + ".starts", "a") as handle:
+    handle.write("start\\n")
+for line in sys.stdin.buffer:
+    with open(log + ".stdin", "ab") as handle:
+        handle.write(line)
+    render = re.match(rb'\\(dragoman_render "([^"]+)" "([^"]+)"\\)', line.strip())
+    if render:
+        source, output = render[1].decode(), render[2].decode()
+        shutil.copy(source, log + ".text")
+        if os.path.exists(log + ".sleep"):
+            child = subprocess.Popen(["sleep", "60"])
+            open(log + ".child", "w").write(str(child.pid))
+            child.wait()
+        if b"FAIL" in open(source, "rb").read():
+            sys.stderr.write("SIOD ERROR: could not synthesize\\n")
+            sys.stderr.flush()
+        else:
+            shutil.copy(wav, output)
+    marker = re.match(rb'\\(format stderr "(.*)\\\\n"\\)', line.strip())
+    if marker:
+        sys.stderr.write(marker[1].decode() + "\\n")
+        sys.stderr.flush()
+"""
+
+
 @pytest.fixture
 def fake_program(tmp_path: Path) -> tuple[str, Path]:
+    """The stand-in engine program (and, as ``<program>-festival``, the stand-in festival), and its log."""
     wav = tmp_path / "tone.wav"
     tone = Audio((0.3 * np.sin(np.arange(16000) * 0.1)).astype(np.float32), 16000)
     wav.write_bytes(wav_bytes(tone))
@@ -297,15 +332,18 @@ def fake_program(tmp_path: Path) -> tuple[str, Path]:
     script = tmp_path / "fake-engine"
     script.write_text(FAKE.format(log=log, wav=wav))
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    fake_festival = tmp_path / "fake-engine-festival"
+    fake_festival.write_text(FAKE_FESTIVAL.format(python=sys.executable, log=str(log), wav=str(wav)))
+    fake_festival.chmod(fake_festival.stat().st_mode | stat.S_IXUSR)
     return str(script), log
 
 
 def _fake_engines(program: str, voices_dir: Path) -> list[tuple[TtsEngine, str]]:
-    (voices_dir / "us" / "cmu_us_slt_arctic_hts").mkdir(parents=True)
+    (voices_dir / "us" / "cmu_us_slt_arctic_hts").mkdir(parents=True, exist_ok=True)
     return [
         (espeak.EspeakEngine(program), "en-us"),
         (flite.FliteEngine(program), "slt"),
-        (festival.FestivalEngine(program, voices_dir), "cmu_us_slt_arctic_hts"),
+        (festival.FestivalEngine(f"{program}-festival", voices_dir), "cmu_us_slt_arctic_hts"),
     ]
 
 
@@ -330,7 +368,6 @@ def test_a_program_past_its_timeout_is_killed_with_its_children(
     engine.voices()
     Path(f"{log}.sleep").touch()
     monkeypatch.setattr(base, "MIN_TIMEOUT_S", 0.5)
-    monkeypatch.setattr(festival, "STARTUP_S", 0.0)
     started = time.monotonic()
     with pytest.raises(EngineTimeout):
         engine.synthesize("Hello there.", voice_id)
@@ -360,6 +397,18 @@ def test_hostile_text_only_ever_reaches_stdin_or_our_file(
         engine.voices()
         args_file = Path(f"{log}.args")
         argvs = []
+        if isinstance(engine, festival.FestivalEngine):  # one session: the text reaches only our file
+            Path(f"{log}.stdin").unlink(missing_ok=True)
+            args_file.unlink(missing_ok=True)
+            for said in ("Hello.", text):
+                assert engine.synthesize(said, voice_id).audio.duration > 0.5
+            sent = Path(f"{log}.stdin").read_bytes()
+            given = Path(f"{log}.text").read_bytes()
+            assert base.clean_text(text).split()[0].encode() in given and b"\x00" not in given
+            assert base.clean_text(text).split()[0].encode() not in sent, "the text reached the Scheme"
+            assert Path(f"{log}.args").read_text().split() == ["--pipe"]
+            engine.close()
+            continue
         for said in ("Hello.", text):
             args_file.unlink(missing_ok=True)
             out = engine.synthesize(said, voice_id)
@@ -401,6 +450,82 @@ def test_a_voice_id_that_is_not_listed_never_reaches_a_command_line(
             engine.synthesize("hello", voice_id)
     with pytest.raises(VoiceNotInstalled):
         pico.PicoEngine().synthesize("hello", voice_id)
+
+
+def test_festival_loads_each_voice_once_and_survives_errors_and_kills(
+    fake_program: tuple[str, Path], tmp_path: Path
+) -> None:
+    """A festival session serves render after render (one start for three renders); a render festival
+    fails (a SIOD error) is a SpeechEngineError quoting it and the session goes on; a session whose process
+    was killed between renders is replaced, and renders at once get a session each."""
+    program, log = fake_program
+    engine, voice_id = _fake_engines(program, tmp_path / "festival-voices")[2]
+    assert isinstance(engine, festival.FestivalEngine)
+    starts = Path(f"{log}.starts")
+    for _ in range(3):
+        assert engine.synthesize("Hello there.", voice_id).audio.duration > 0.5
+    assert starts.read_text().count("start") == 1
+    with pytest.raises(SpeechEngineError, match="SIOD ERROR"):
+        engine.synthesize("FAIL please", voice_id)
+    assert engine.synthesize("Hello again.", voice_id).audio.duration > 0.5
+    assert starts.read_text().count("start") == 1
+    [session] = engine._idle[voice_id]
+    os.kill(session._proc.pid, 9)
+    session._proc.wait()
+    assert engine.synthesize("After the kill.", voice_id).audio.duration > 0.5
+    assert starts.read_text().count("start") == 2
+    with ThreadPoolExecutor(3) as pool:
+        done = list(pool.map(lambda i: engine.synthesize(f"Text {i}.", voice_id), range(3)))
+    assert all(out.audio.duration > 0.5 for out in done)
+    assert len(engine._idle[voice_id]) <= festival.IDLE_SESSIONS  # the extra sessions closed
+    engine.close()
+    assert engine._idle == {}
+
+
+@needs_festival
+@pytest.mark.slow
+def test_festival_sessions_write_what_text2wave_writes_and_restore_the_rate(tmp_path: Path) -> None:
+    """A session's first render is byte for byte text2wave's (the program festival ships) for a diphone
+    and an HTS voice, and a slowed render leaves the next one at the voice's own pace."""
+    engine = festival.FestivalEngine()
+    installed = {v.id for v in engine.voices()}
+    for voice_id, language in (("czech_dita", "cs"), ("cmu_us_slt_arctic_hts", "en")):
+        if voice_id not in installed:
+            continue
+        voice = engine._installed()[voice_id]
+        text = SENTENCES[language]
+        source = tmp_path / f"{voice_id}.txt"
+        source.write_bytes(festival.encode(base.clean_text(text), voice.encoding) + b"\n")
+        expected = tmp_path / f"{voice_id}.wav"
+        subprocess.run(
+            ["text2wave", "-eval", f"(voice_{voice_id})", "-o", str(expected), str(source)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        plain = engine.synthesize(text, voice_id).audio
+        assert wav_bytes(plain) == wav_bytes(read_wav(expected)), voice_id
+        slow = engine.synthesize(text, voice_id, Prosody(rate=0.7)).audio
+        again = engine.synthesize(text, voice_id).audio
+        # (Czech varies its melody, and its length by a few ms, from one utterance to the next)
+        assert slow.duration > 1.2 * plain.duration and abs(again.duration - plain.duration) < 0.05, voice_id
+    engine.close()
+
+
+@needs_festival
+@pytest.mark.slow
+def test_the_russian_unit_selection_voice_changes_pace_too() -> None:
+    """festival's unit selection keeps its units' durations whatever Duration_Stretch says (rate 0.7 once
+    rendered as long as 1.0): the voice's rate is a time-stretch of its render."""
+    engine = festival.FestivalEngine()
+    if "msu_ru_nsh_clunits" not in {v.id for v in engine.voices()}:
+        pytest.skip("festvox-ru is not installed (make setup)")
+    text = SENTENCES["ru"]
+    plain = engine.synthesize(text, "msu_ru_nsh_clunits").audio
+    slow = engine.synthesize(text, "msu_ru_nsh_clunits", Prosody(rate=0.7)).audio
+    fast = engine.synthesize(text, "msu_ru_nsh_clunits", Prosody(rate=1.4)).audio
+    assert slow.duration > 1.3 * plain.duration > 1.3**2 * fast.duration
+    engine.close()
 
 
 def test_a_failing_program_is_a_speech_engine_error(tmp_path: Path) -> None:
