@@ -110,6 +110,42 @@ def test_dates_and_digit_groups_become_plain() -> None:
     assert normalise("version 2024-13-40", "en") == "version 2024-13-40"
 
 
+def test_currency_signs_become_words_where_the_engines_drop_them() -> None:
+    """flite reads no euro or pound sign, and festival's Czech, Finnish, Catalan and Russian lexicons have
+    no euro in their encodings: the sign becomes the currency's word, in the number the amount asks for."""
+    assert normalise("It costs €30, £1 or ¥500, and $2.", "en") == (
+        "It costs 30 euros, 1 pound or 500 yen, and $2."  # every English engine reads '$'
+    )
+    assert normalise("1 €, 3 €, 5 €, 2,50 €, $1 a 1 250 €", "cs") == (
+        "1 euro, 3 eura, 5 eur, 2,50 eura, 1 dolar a 1250 eur"
+    )
+    assert (
+        normalise("$1, $3, $11, $21, $25", "ru") == "1 доллар, 3 доллара, 11 долларов, 21 доллар, 25 долларов"
+    )
+    assert normalise("1 € ja 30 €", "fi") == "1 euro ja 30 euroa"
+    assert normalise("Costa 30 €.", "ca") == "Costa 30 euros."
+    assert normalise("Es kostet 30 €.", "de") == "Es kostet 30 €."  # Pico and espeak-ng read it
+    assert normalise("a € alone, 30 ₹", "en") == "a € alone, 30 ₹"
+
+
+def test_a_day_or_ordinal_with_its_dot_ends_no_sentence_where_ordinals_take_one() -> None:
+    """German writes 'am 3. Mai' (the third of May): cut there, Pico read 'am dritten.' and then 'Mai 2024'
+    as a sentence of its own. A year still ends one, and English is cut as before."""
+    assert split_sentences("Wir kommen am 3. Mai 2024 um 10 Uhr. Im Jahr 2024. Dann gehen wir.", "de") == [
+        "Wir kommen am 3. Mai 2024 um 10 Uhr.",
+        "Im Jahr 2024.",
+        "Dann gehen wir.",
+    ]
+    assert split_sentences("Der 1. FC spielt. Platz 12.\nNeu.", "de") == [
+        "Der 1. FC spielt.",
+        "Platz 12.",
+        "Neu.",
+    ]
+    assert split_sentences("Chapter 3. Then more.", "en") == ["Chapter 3.", "Then more."]
+    assert split_sentences("Chapter 3. Then more.") == ["Chapter 3.", "Then more."]
+    assert prepare("Es war der 24. Dezember.", "de") == ["Es war der 24. Dezember."]
+
+
 @pytest.mark.parametrize(
     ("voice", "language"), [("aria", "en"), ("marcus", "en"), ("aria", "de"), ("kai", "pl")]
 )

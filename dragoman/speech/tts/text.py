@@ -8,9 +8,12 @@
   the characters they name. Engines get plain text (espeak-ng runs without ``-m``, so a ``<`` that is left,
   as in ``3 < 4``, is read as the engine reads that character).
 - **Sentences**: the text is cut after ``. ! ? …`` and their CJK, Arabic, Devanagari and Greek forms, and at
-  blank lines; not after a known abbreviation (``Dr.``, ``e.g.``, ``z.B.`` …), a single initial (``J.``) or a
-  number's decimal point. A sentence longer than :data:`MAX_SENTENCE_CHARS` is cut again at the last comma,
-  semicolon or space before the bound, so one engine call stays short and streaming answers early.
+  blank lines; not after a known abbreviation (``Dr.``, ``e.g.``, ``z.B.`` …), a single initial (``J.``), a
+  number's decimal point, or, in the languages that write ordinals with a dot (German ``am 3. Mai``, Czech,
+  Finnish, Polish … :data:`_ORDINAL_DOT`), a number of one or two digits (a day or an ordinal; a year of
+  four digits still ends a sentence). A sentence longer than :data:`MAX_SENTENCE_CHARS` is cut again at
+  the last comma, semicolon or space before the bound, so one engine call stays short and streaming answers
+  early.
 - **Numbers, dates, currencies**: read by the engines' own text normalisation, which every engine served here
   has: espeak-ng (numbers, ordinals, currency symbols and dates in each of its languages), SVOX Pico (its six
   languages), flite and festival (English), and Piper voices (their phonemes come from ``espeak-ng --ipa``, so
@@ -18,7 +21,12 @@
   forms the engines misread unambiguous: an ISO date ``2024-03-05`` becomes ``2024 03 05`` ordered as the
   language writes dates (day month year in most; year month day in hu, lt, zh, ko, ja, sv), and a thousands
   separator between digit groups (``12,500``/``12.500``/``12 500``, by the language's convention) is removed
-  so the engine reads one number.
+  so the engine reads one number. A currency sign by an amount (``€30``, ``30 €``, ``£5``, ``$2``) becomes
+  the currency's word after it, in the number the amount asks for (:data:`_CURRENCY_WORDS`), in the
+  languages whose engines here drop the sign: English (flite reads no ``€``, ``£`` or ``¥``; every English
+  engine reads ``$``) and festival's
+  Czech, Finnish, Catalan and Russian (their lexicons' encodings have no ``€``). Others keep the sign,
+  which their engines read (espeak-ng, Pico).
 """
 
 from __future__ import annotations
@@ -62,6 +70,55 @@ _DOT_THOUSANDS: Final = frozenset(
     {"de", "es", "it", "nl", "pt", "da", "nb", "tr", "el", "id", "ro", "hr", "sl", "sr", "vi", "ca", "is"}
 )
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+#: Languages that write an ordinal number with a dot after it (``3.`` is ``third``).
+_ORDINAL_DOT: Final = frozenset(
+    {"de", "da", "nb", "fi", "cs", "sk", "sl", "hr", "sr", "pl", "hu", "lv", "et", "is", "tr"}
+)
+_DAY_OR_ORDINAL = re.compile(r"(?:^|[\s(])\d{1,2}$")
+#: Currency words by language and sign: (one, two to four, many). The form for a decimal amount is the
+#: "two to four" one in Czech and Russian (genitive singular), "many" elsewhere.
+_CURRENCY_WORDS: Final[dict[str, dict[str, tuple[str, str, str]]]] = {
+    "en": {
+        "€": ("euro", "euros", "euros"),
+        "£": ("pound", "pounds", "pounds"),
+        "¥": ("yen", "yen", "yen"),
+    },
+    "cs": {
+        "€": ("euro", "eura", "eur"),
+        "$": ("dolar", "dolary", "dolarů"),
+        "£": ("libra", "libry", "liber"),
+    },
+    "fi": {"€": ("euro", "euroa", "euroa"), "$": ("dollari", "dollaria", "dollaria")},
+    "ca": {
+        "€": ("euro", "euros", "euros"),
+        "$": ("dòlar", "dòlars", "dòlars"),
+        "£": ("lliura", "lliures", "lliures"),
+    },
+    "ru": {
+        "€": ("евро", "евро", "евро"),
+        "$": ("доллар", "доллара", "долларов"),
+        "£": ("фунт", "фунта", "фунтов"),
+    },
+}
+_AMOUNT = r"\d+(?:[.,]\d+)?"
+_SIGN_FIRST = re.compile(rf"([€£$¥])\s?({_AMOUNT})")
+_SIGN_AFTER = re.compile(rf"({_AMOUNT})\s?([€£$¥])")
+
+
+def _currency_word(amount: str, forms: tuple[str, str, str], language: str) -> str:
+    """The currency's word for ``amount``: Slavic counting (1, 2-4, 5+ by the last digits) in Czech and
+    Russian, one or many elsewhere."""
+    one, few, many = forms
+    if not amount.isdigit():  # a decimal amount
+        return few if language in ("cs", "ru") else many
+    n = int(amount[-6:])
+    if language == "ru":
+        if 11 <= n % 100 <= 14:
+            return many
+        return one if n % 10 == 1 else few if 2 <= n % 10 <= 4 else many
+    if language == "cs":
+        return one if n == 1 else few if 2 <= n <= 4 else many
+    return one if n == 1 else many
 
 
 def check_length(text: str) -> None:
@@ -127,6 +184,15 @@ def normalise(text: str, language: str) -> str:
     grouped = re.compile(rf"\b(\d{{1,3}})((?:{sep}\d{{3}})+)(?![\d])")
     text = grouped.sub(lambda m: m.group(1) + re.sub(r"\D", "", m.group(2)), text)
     text = re.sub(r"\b(\d{1,3})((?:[ \u00a0\u202f]\d{3})+)\b", lambda m: re.sub(r"\D", "", m.group(0)), text)
+    words = _CURRENCY_WORDS.get(language)
+    if words is not None:
+
+        def spoken(amount: str, sign: str, whole: str) -> str:
+            forms = words.get(sign)
+            return whole if forms is None else f"{amount} {_currency_word(amount, forms, language)}"
+
+        text = _SIGN_FIRST.sub(lambda m: spoken(m.group(2), m.group(1), m.group(0)), text)
+        text = _SIGN_AFTER.sub(lambda m: spoken(m.group(1), m.group(2), m.group(0)), text)
     return text
 
 
@@ -157,8 +223,10 @@ def _cut_long(sentence: str) -> list[str]:
     return [p for p in pieces if p]
 
 
-def split_sentences(text: str) -> list[str]:
-    """``text`` (markup already removed) cut into sentences, each at most :data:`MAX_SENTENCE_CHARS` long."""
+def split_sentences(text: str, language: str | None = None) -> list[str]:
+    """``text`` (markup already removed) cut into sentences, each at most :data:`MAX_SENTENCE_CHARS` long;
+    ``language`` decides whether ``3.`` may be an ordinal (module docstring)."""
+    ordinals = language in _ORDINAL_DOT
     sentences: list[str] = []
     start = 0
     for match in _SENTENCE_END.finditer(text):
@@ -166,6 +234,14 @@ def split_sentences(text: str) -> list[str]:
         end = match.start() + len(ender) if ender else match.start()
         # only the word before the stop decides (a bounded look-back: linear however many are skipped)
         if match.group(1) == "." and _is_abbreviation(text[max(start, end - 40) : end - 1]):
+            continue
+        if (
+            ordinals
+            and match.group(1) == "."
+            and match.end() < len(text)
+            and "\n" not in match.group(0)
+            and _DAY_OR_ORDINAL.search(text[max(start, end - 4) : end - 1])
+        ):
             continue
         candidate = text[start:end]
         if candidate.strip():
@@ -184,7 +260,7 @@ def split_sentences(text: str) -> list[str]:
 def prepare(text: str, language: str) -> list[str]:
     """The sentences to speak: limit checked, markup removed, forms normalised, text cut; at least one."""
     check_length(text)
-    sentences = split_sentences(normalise(strip_markup(text), language))
+    sentences = split_sentences(normalise(strip_markup(text), language), language)
     if not sentences:
         raise InvalidRequest("the text has nothing to say (no letters or digits outside markup)")
     return sentences
