@@ -13,12 +13,22 @@ uses the one given (a BCP-47 tag validated with langcodes and mapped to Whisper'
 faster-whisper's lazy segment generator, reporting progress (milliseconds of audio done) through the
 :class:`~dragoman.progress.JobContext` between segments, so a cancelled or timed-out job stops there.
 
+With the VAD on (the default), the VAD's speech chunks (:func:`speech_chunks`, faster-whisper's options)
+are joined as faster-whisper's ``vad_filter`` joins them, but decoded each as its own clip
+(``clip_timestamps``; chunks less than 2 s apart make one clip, :func:`decode_clips`) and each segment is put
+back inside its own clip, so no word is timed across a pause of 2 s or more (with ``vad_filter`` the first
+word of a sentence was once put 9 s early, at the end of the one before). The language is detected as
+``vad_filter`` detects it, on the chunks joined (:func:`_detect`). Each clip is at least one 30 s decoding
+window, where the join packed several chunks into one: three short sentences 10 s apart took about twice the
+CPU time (2.3 -> 5.2 s); speech with no pause of 2 s or more (one VAD chunk) decodes the very samples it did.
+
 ``decode_overrides`` are extra faster-whisper ``transcribe`` arguments laid over the defaults; tests pass
 :data:`dragoman.testing.whisper.TINY_DECODE` with the tiny random model.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
@@ -47,6 +57,10 @@ MAX_BEAM = 16
 PROVENANCE = "on-device"
 #: Below this detection confidence a transcript carries a warning that the language is uncertain.
 UNCERTAIN_LANGUAGE = 0.5
+#: Speech chunks less than this far apart (seconds, after the VAD's 400 ms padding) are decoded as one clip.
+CLIP_GAP = 2.0
+#: Samples in a feature frame (10 ms).
+_HOP = 160
 #: Tags people use for languages Whisper names otherwise.
 _TO_WHISPER = {"nb": "no", "jv": "jw", "cmn": "zh", "yue": "yue", "fil": "tl", "iw": "he", "in": "id"}
 #: Whisper's codes that are not BCP-47, as BCP-47 names them.
@@ -240,6 +254,8 @@ class Recognizer:
             "word_timestamps": options.word_timestamps,
         }
         kwargs.update(self.decode_overrides)
+        # VAD on: the speech chunks are decoded as clips of the audio itself (see decode_clips), not joined
+        vad = bool(kwargs.get("vad_filter")) and kwargs.get("clip_timestamps") is None
         warnings: list[str] = []
         segments: list[Segment] = []
         if duration == 0:
@@ -247,18 +263,35 @@ class Recognizer:
             warnings.append("the audio is empty")
         else:
             with map_exceptions(f"recognising speech with {loaded.model_id}", error=SpeechEngineError):
-                generator, info = loaded.model.transcribe(samples, **kwargs)
-                try:
-                    for seg in generator:
-                        segments.append(_segment(seg))
-                        ctx.report(min(total_ms, int(seg.end * 1000)), total_ms, "recognising")
-                finally:
-                    close = getattr(generator, "close", None)
-                    if close is not None:
-                        close()
-            code = str(info.language)
-            probability = 1.0 if given else float(info.language_probability)
-            if kwargs.get("vad_filter") and kwargs.get("word_timestamps") and segments:
+                probability = 1.0
+                layout: _Layout | None = None
+                stream = samples
+                if vad:
+                    chunks = speech_chunks(samples, kwargs.pop("vad_parameters", None))
+                    layout = _Layout.of(samples, decode_clips(chunks))
+                    stream = layout.audio
+                    kwargs["vad_filter"] = False
+                    kwargs["clip_timestamps"] = layout.clip_timestamps()
+                    if language is None:
+                        kwargs["language"], probability = _detect(loaded.model, samples, chunks, kwargs)
+                if layout is not None and not layout.clips:
+                    code = str(kwargs["language"])  # no speech: nothing to decode
+                else:
+                    generator, info = loaded.model.transcribe(stream, **kwargs)
+                    try:
+                        for seg in generator:
+                            segment = _segment(seg)
+                            segments.append(layout.restore(segment) if layout is not None else segment)
+                            at = int(segments[-1].end * 1000)
+                            ctx.report(min(total_ms, at), total_ms, "recognising")
+                    finally:
+                        close = getattr(generator, "close", None)
+                        if close is not None:
+                            close()
+                    code = str(info.language)
+                    if not given and not vad:
+                        probability = float(info.language_probability)
+            if vad and kwargs.get("word_timestamps") and segments:
                 # Whisper starts a stretch's first word where its padded VAD chunk starts, and ends its last
                 # word early: move those edges onto the voice (see dragoman.speech.asr.timing)
                 with map_exceptions(f"timing words with {loaded.model_id}", error=SpeechEngineError):
@@ -303,6 +336,106 @@ class Recognizer:
             "device": device,
             "root": str(store.root),
         }
+
+
+def speech_chunks(samples: Any, vad_parameters: Any = None) -> list[dict[str, int]]:
+    """Where faster-whisper's VAD filter finds speech in ``samples`` (16 kHz), as its ``{"start", "end"}``
+    sample indices: its Silero VAD with its options (default :class:`faster_whisper.vad.VadOptions`: chunks
+    padded by 400 ms, split at silences of 2 s or more)."""
+    from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+    if vad_parameters is None:
+        vad_parameters = VadOptions()
+    elif isinstance(vad_parameters, dict):
+        vad_parameters = VadOptions(**vad_parameters)
+    return [
+        {"start": int(c["start"]), "end": int(c["end"])}
+        for c in get_speech_timestamps(samples, vad_parameters, sampling_rate=RATE)
+    ]
+
+
+def decode_clips(chunks: list[dict[str, int]], gap: float = CLIP_GAP) -> list[tuple[int, int]]:
+    """The clips (start, end samples) that Whisper decodes each on its own: the VAD's speech ``chunks``, those
+    less than ``gap`` seconds apart merged (with the pause between them).
+
+    faster-whisper's ``vad_filter`` joins the chunks into one stream and decodes that as one; a word Whisper
+    decoded across a join was put back on the side holding its middle, so the first word of a sentence could
+    be timed where the previous one ends, seconds before it is spoken (tests/speech/asr/test_long_pauses.py).
+    Decoded as clips (``clip_timestamps``), no segment and no word spans two clips."""
+    clips: list[tuple[int, int]] = []
+    for chunk in chunks:
+        start, end = int(chunk["start"]), int(chunk["end"])
+        if clips and start - clips[-1][1] < gap * RATE:
+            clips[-1] = (clips[-1][0], max(clips[-1][1], end))
+        else:
+            clips.append((start, end))
+    return clips
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The clips joined one after another as ``vad_filter`` joins its chunks (one clip: the very samples it
+    decodes), each but the last padded with silence to a whole 10 ms frame so that the next starts on one;
+    ``starts``: where each clip starts in ``audio``."""
+
+    clips: list[tuple[int, int]]
+    starts: list[int]
+    audio: np.ndarray[Any, np.dtype[np.float32]]
+
+    @classmethod
+    def of(cls, samples: np.ndarray[Any, np.dtype[np.float32]], clips: list[tuple[int, int]]) -> _Layout:
+        pieces: list[np.ndarray[Any, np.dtype[np.float32]]] = []
+        starts: list[int] = []
+        at = 0
+        for index, (start, end) in enumerate(clips):
+            piece = samples[start:end]
+            starts.append(at)
+            if index + 1 < len(clips) and len(piece) % _HOP:
+                piece = np.concatenate([piece, np.zeros(_HOP - len(piece) % _HOP, dtype=np.float32)])
+            pieces.append(piece)
+            at += len(piece)
+        audio = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+        return cls(clips, starts, np.ascontiguousarray(audio, dtype=np.float32))
+
+    def clip_timestamps(self) -> list[float]:
+        """faster-whisper's ``clip_timestamps`` (seconds of ``audio``); the last clip runs to the end."""
+        out: list[float] = []
+        for (start, end), at in zip(self.clips, self.starts, strict=True):
+            out += [at / RATE, (at + end - start) / RATE]
+        return out[:-1]
+
+    def restore(self, segment: Segment) -> Segment:
+        """``segment`` (decoded from ``audio``) in seconds of the original audio, inside its own clip."""
+        index = max(0, bisect.bisect_right(self.starts, round(segment.start * RATE) + _HOP // 2) - 1)
+        start, end = self.clips[index]
+        shift, lo, hi = (start - self.starts[index]) / RATE, start / RATE, end / RATE
+
+        def moved(t: float) -> float:
+            return min(hi, max(lo, t + shift))
+
+        words = tuple(replace(w, start=moved(w.start), end=moved(w.end)) for w in segment.words)
+        return replace(segment, start=moved(segment.start), end=moved(segment.end), words=words)
+
+
+def _detect(
+    model: Any, samples: Any, chunks: list[dict[str, int]], kwargs: dict[str, Any]
+) -> tuple[str, float]:
+    """The language spoken in the speech ``chunks`` of ``samples`` and its probability, as faster-whisper's
+    ``transcribe`` detects it with ``vad_filter`` on: from the features of the chunks joined."""
+    if not model.model.is_multilingual:
+        return "en", 1.0
+    joined = (
+        np.concatenate([samples[c["start"] : c["end"]] for c in chunks])
+        if chunks
+        else np.zeros(0, dtype=np.float32)
+    )
+    features = model.feature_extractor(joined, chunk_length=kwargs.get("chunk_length"))
+    code, probability, _ = model.detect_language(
+        features=features,
+        language_detection_segments=kwargs.get("language_detection_segments", 1),
+        language_detection_threshold=kwargs.get("language_detection_threshold", 0.5),
+    )
+    return str(code), float(probability)
 
 
 def _snapped(segments: list[Segment], regions: list[tuple[float, float]]) -> list[Segment]:

@@ -190,3 +190,61 @@ def test_whisper_codes_map_to_bcp47() -> None:
     assert recognizer_module.whisper_code("iw", known) == "he"
     assert recognizer_module.whisper_code("haw", known) == "haw"
     assert recognizer_module.whisper_code("deu", known) == "de"
+
+
+def test_with_vad_the_speech_chunks_are_decoded_as_clips_of_the_audio(
+    tiny: Recognizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not joined (a word decoded across a join was timed on the wrong side: test_long_pauses.py): chunks
+    less than CLIP_GAP apart make one clip, the others their own; the language is detected first."""
+    chunks = [
+        {"start": 16000, "end": 32000},
+        {"start": 40000, "end": 48000},
+        {"start": 120000, "end": 140000},
+    ]
+    monkeypatch.setattr(recognizer_module, "speech_chunks", lambda samples, parameters=None: chunks)
+    model = tiny.load("tiny").model
+    seen: dict[str, Any] = {}
+    original = model.transcribe
+
+    def spy(audio: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs)
+        return original(audio, **kwargs)
+
+    monkeypatch.setattr(model, "transcribe", spy)
+    result = tiny.transcribe(noise(10.0), TranscribeOptions(model="tiny", beam_size=1))
+    assert seen["vad_filter"] is False
+    # the clips joined: 1.0-3.0 s at 0, 7.5-8.75 s at 2.0 s (running to the end)
+    assert seen["clip_timestamps"] == [0.0, 2.0, 2.0]
+    assert seen["language"] == result.language and 0.0 < result.language_probability <= 1.0
+    assert result.words
+    assert all(1.0 <= w.start <= 3.0 or 7.5 <= w.start <= 8.75 for w in result.words), result.words
+
+
+def test_with_vad_and_no_speech_found_nothing_is_decoded(
+    tiny: Recognizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recognizer_module, "speech_chunks", lambda samples, parameters=None: [])
+    model = tiny.load("tiny").model
+
+    def refuse(audio: Any, **kwargs: Any) -> Any:
+        raise AssertionError("decoded with no speech")
+
+    monkeypatch.setattr(model, "transcribe", refuse)
+    result = tiny.transcribe(noise(3.0), TranscribeOptions(model="tiny", beam_size=1))
+    assert not result.segments and "no speech was heard" in result.warnings
+    assert 0.0 < result.language_probability <= 1.0
+    given = tiny.transcribe(noise(3.0), TranscribeOptions(language="de", model="tiny", beam_size=1))
+    assert (given.language, given.language_probability, given.segments) == ("de", 1.0, ())
+
+
+def test_decode_clips_merge_only_chunks_closer_than_the_clip_gap() -> None:
+    rate = recognizer_module.RATE
+    gap = recognizer_module.CLIP_GAP
+    chunks = [
+        {"start": 0, "end": rate},
+        {"start": round((1 + gap - 0.1) * rate), "end": 5 * rate},
+        {"start": round((5 + gap) * rate), "end": 9 * rate},
+    ]
+    assert recognizer_module.decode_clips(chunks) == [(0, 5 * rate), (round((5 + gap) * rate), 9 * rate)]
+    assert recognizer_module.decode_clips([]) == []
