@@ -19,11 +19,13 @@ from pathlib import Path
 
 import pymupdf
 import pytest
+from fake_backend_support import fake_engine, shout
 from growth import assert_linear
 from PIL import Image, ImageDraw, ImageFont
 
 from dragoman.documents import _tesseract, images, ocr
 from dragoman.documents.pdf import PdfHandler
+from dragoman.pipelines import translate_file as files
 from dragoman.testing.fakes import FakeTranslator
 
 DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
@@ -307,6 +309,43 @@ def test_a_real_screenshot_keeps_its_labels_apart_from_each_other_and_their_valu
     assert "dev" in texts and any(t.startswith("cargo 0.70.0") for t in texts), texts
     for block in blocks:  # the labels end left of the rule at x=269, the values start right of it
         assert block.bbox[2] < 269 or block.bbox[0] > 269, (block.text, block.bbox)
+
+
+@needs_tesseract
+def test_a_real_form_screenshot_keeps_its_sidebar_apart(
+    tmp_path: Path, packs_dir: Path, tiny_argos_pack: Path
+) -> None:
+    """GitHub's OAuth page for crates.io (the Cargo Book's screenshot): the form column and the boxed
+    sidebar beside it come back as separate blocks (none crosses the gutter between them), the headings,
+    the prose and the button apart, each translated on its own. Known gaps: the white-on-green button
+    ('Authorize application' at the bottom) is not read, nor when the image is inverted; icons come back as
+    a stray letter or a mark; two-part names (crates.io) and handles (@rust-lang) are words to the
+    identifier rules (identifiers.py), so a model may change them."""
+    source = tmp_path / "acl.png"
+    shutil.copy(REAL / "cargo-auth-level-acl.png", source)
+    blocks = ocr.ocr_image(ocr.prepare(Image.open(source)), "eng")
+    texts = [b.text for b in blocks]
+    for expected in (
+        "Authorize application",
+        "Review permissions",
+        "Organization access",
+        "crates.io",
+        "Cargo: Rust's community crate host",
+        "Organizations determine whether the application can access their data.",
+        "Grant access",
+    ):
+        assert expected in texts, texts
+    assert "crates.io by @rust-lang would like permission to access your account" in texts, texts
+    for block in blocks:  # below the heading, the form ends left of x=950 and the sidebar starts right of it
+        if block.bbox[1] > 350:
+            assert block.bbox[2] < 950 or block.bbox[0] > 950, (block.text, block.bbox)
+    with fake_engine(packs_dir, tiny_argos_pack, shout) as engine:  # a model that upper-cases all it may
+        result = files.translate_file(engine, source, "es", source="en")
+    translated = {b.text: b.translation for b in result.boxes}
+    assert translated["Review permissions"] == "REVIEW PERMISSIONS"
+    assert translated["Cargo: Rust's community crate host"] == "CARGO: RUST'S COMMUNITY CRATE HOST"
+    worded = {t for t in texts if any(c.isalpha() for c in t)}  # (marks alone are left as they are)
+    assert {b.text for b in result.boxes} == worded  # one translation per block, none merged
 
 
 def _words(rows: list[tuple[int, int, int, int, int, str]]) -> str:
