@@ -4,7 +4,10 @@
 through translation unchanged: ``snake_case`` and ``UPPER_CASE`` names (an inner underscore), dunders
 (``__init__``), ``a::b`` names, ``--flags`` and short options (``-x``, ``-rf``), Unix paths
 (``/usr/share/doc/``, ``~/.bashrc``, ``src/main.c``), Windows paths (``C:\\Windows``, ``\\\\host\\share``),
-dotted names of three parts or more (``os.path.join``; two-part ``config.yaml`` or ``e.g.`` stay words),
+dotted names of three parts or more (``os.path.join``), two-part names whose last part is a file
+extension or a web domain nobody reads as a word (``config.yaml``, ``setup.py``, ``crates.io``,
+``example.com``: :data:`_NAME_ENDINGS`; ``e.g.``, ``it.is`` or ``go.to`` stay words), handles and decorators
+(``@rust-lang``, ``@property``),
 calls (``c.setFillColor(blue)``, ``print()``, ``f(x)``; not ``file(s)``), camelCase and PascalCase names
 with an inner capital (``setFillColor``, ``iPhone``) and a few unambiguous command lines (``make install``,
 ``dpkg --get-selections > file``, ``sudo apt-get install -y``).
@@ -42,6 +45,15 @@ _PATHLIKE = r"(?:[~.]{0,2}/[\w.+@%~/-]+|[\w.-]+/[\w.+@%/-]+)"
 _REDIRECT = r"(?:2>&1|(?:>>|[|<>]|&&)[ \t]*[\w./~-]+)"
 _ARGUMENT = rf"(?:{_OPTION}|{_PATHLIKE}|{_REDIRECT})"
 
+#: Endings that make a two-part dotted name code (pattern 12): file extensions and web domains that are not
+#: words of the languages translated here (``.is``, ``.it``, ``.to``, ``.go``, ``.me``, ``.in`` are).
+_NAME_ENDINGS = (
+    "yaml yml json jsonl toml ini cfg conf md rst txt py pyi ipynb js mjs ts tsx jsx rs java kt cpp "
+    "hpp cc cxx cs rb php pl lua swift scala html htm css scss xml xsd xsl csv tsv sql sh bash zsh "
+    "ps1 bat cmd exe dll dylib zip tar gz tgz bz2 xz 7z whl deb rpm apk dmg iso png jpg jpeg gif svg "
+    "webp ico pdf docx xlsx pptx odt ods odp epub log lock env srt vtt po pot mo xlf xliff mp3 mp4 "
+    "wav flac ogg mkv webm mov onnx gguf com org net io dev app ai edu gov info xyz"
+).split()
 _PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p)
     for p in (
@@ -73,6 +85,10 @@ _PATTERNS: tuple[re.Pattern[str], ...] = tuple(
         # 11 command lines: make install, dpkg --get-selections > file, sudo apt-get install -y x
         rf"(?<![\w./-])(?:sudo[ \t]+)?(?:make(?:[ \t]+{_MAKE_TARGETS}(?![\w-]))+(?:[ \t]+{_ARGUMENT})*"
         rf"|{_PROGRAMS}(?:[ \t]+(?:{_ARGUMENT}|{_SUBCOMMANDS}(?![\w-])))+)",
+        # 12 two-part names with a file extension or a web domain: config.yaml, setup.py, crates.io
+        rf"(?<![\w.@/\\-])[A-Za-z0-9_][\w-]*\.(?:{'|'.join(_NAME_ENDINGS)})(?![\w@/-]|\.\w)",
+        # 13 handles and decorators: @rust-lang, @property (an e-mail address is found before: word@host)
+        r"(?<![\w@.])@[A-Za-z_][\w-]*[\w]",
     )
 )
 #: Words that may start a command line (pattern 11), for a cheap check before the pattern runs.
@@ -118,6 +134,8 @@ _PRECHECKS: tuple[Callable[[str], bool], ...] = (
     _call_possible,
     lambda t: not (t.islower() or t.isupper()) and _HAS_INNER_CAPITAL.search(t) is not None,
     _command_possible,
+    lambda t: "." in t,
+    lambda t: "@" in t,
 )
 _CAMEL = 10
 _DOTTED = 8

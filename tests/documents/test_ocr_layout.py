@@ -312,15 +312,16 @@ def test_a_real_screenshot_keeps_its_labels_apart_from_each_other_and_their_valu
 
 
 @needs_tesseract
-def test_a_real_form_screenshot_keeps_its_sidebar_apart(
+def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
     tmp_path: Path, packs_dir: Path, tiny_argos_pack: Path
 ) -> None:
     """GitHub's OAuth page for crates.io (the Cargo Book's screenshot): the form column and the boxed
     sidebar beside it come back as separate blocks (none crosses the gutter between them), the headings,
     the prose and the button apart, each translated on its own. Known gaps: the white-on-green button
     ('Authorize application' at the bottom) is not read, nor when the image is inverted; icons come back as
-    a stray letter or a mark; two-part names (crates.io) and handles (@rust-lang) are words to the
-    identifier rules (identifiers.py), so a model may change them."""
+    a stray letter or a mark. The domain and the handle in its prose (crates.io, @rust-lang) come back as
+    written: a model upper-casing every word it may change changed them before two-part names with a web
+    domain or file extension and handles were taken for code (identifiers.py)."""
     source = tmp_path / "acl.png"
     shutil.copy(REAL / "cargo-auth-level-acl.png", source)
     blocks = ocr.ocr_image(ocr.prepare(Image.open(source)), "eng")
@@ -344,6 +345,9 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart(
     translated = {b.text: b.translation for b in result.boxes}
     assert translated["Review permissions"] == "REVIEW PERMISSIONS"
     assert translated["Cargo: Rust's community crate host"] == "CARGO: RUST'S COMMUNITY CRATE HOST"
+    line = translated["crates.io by @rust-lang would like permission to access your account"]
+    assert line == "crates.io BY @rust-lang WOULD LIKE PERMISSION TO ACCESS YOUR ACCOUNT", line
+    assert translated["crates.io"] == "crates.io"
     worded = {t for t in texts if any(c.isalpha() for c in t)}  # (marks alone are left as they are)
     assert {b.text for b in result.boxes} == worded  # one translation per block, none merged
 

@@ -41,6 +41,11 @@ def spans(pieces: Pieces) -> list[str]:
         ("Use print() and f(x) and obj->run(1, 2) and Foo::bar().", [
             "print()", "f(x)", "obj->run(1, 2)", "Foo::bar()"
         ]),
+        # two-part names with a file extension or a web domain; handles and decorators
+        ("The file config.yaml, setup.py and example.com, see crates.io.", [
+            "config.yaml", "setup.py", "example.com", "crates.io"
+        ]),
+        ("crates.io by @rust-lang uses @property.", ["crates.io", "@rust-lang", "@property"]),
         # camelCase, PascalCase with an inner capital
         ("The setFillColor method of the iPhone and JavaScript.", ["setFillColor", "iPhone", "JavaScript"]),
         # command lines
@@ -65,7 +70,7 @@ def test_code_is_protected(sentence: str, expected: list[str]) -> None:
         "URLs, APIs and IDs are plural acronyms.",
         "-I know. -No way! It is 5-10 or -5 degrees.",
         "Make sure to make the bed and make clean water.",
-        "The file config.yaml and example.com stay text.",
+        "It is.Go to it, it.is and go.to stay text.",
         "Sentence one.Sentence two is sloppy.",
         "A slash / between words, km/h, 1/2 and 12/05/2024.",
         "It is _emphasised_ here.",

@@ -87,7 +87,7 @@ def test_placeholders(sentence: str, expected: list[str]) -> None:
         "Cost is $5 and 3 < 4.",
         "A lone & ampersand; and AT&T.",
         "Plain sentence with nothing special.",
-        "The file config.yaml and example.com stay text.",
+        "Sentences.Joined without a space, and e.g. or i.e. stay text.",
     ],
 )
 def test_not_placeholders(sentence: str) -> None:

@@ -119,6 +119,8 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
             " | a",
             "--a=",
             "--a=.",
+            "a.py ",
+            "@a-",
         )
     },  # fmt: skip
     "{ + text": lambda n: "{" + "a" * n,
@@ -149,6 +151,9 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "command + options": lambda n: "dpkg" + " -a" * (n // 3),
     "command + redirects": lambda n: "dpkg" + " > a" * (n // 4),
     "make + targets": lambda n: "make" + " install" * (n // 8),
+    "name + dashes + no ending": lambda n: "a" + "-a" * (n // 2) + ".pyz",
+    "name + ending + dots": lambda n: "a.py" + "." * n,
+    "handle + dashes": lambda n: "@a" + "-" * n,
 }
 
 
