@@ -13,14 +13,17 @@ uses the one given (a BCP-47 tag validated with langcodes and mapped to Whisper'
 faster-whisper's lazy segment generator, reporting progress (milliseconds of audio done) through the
 :class:`~dragoman.progress.JobContext` between segments, so a cancelled or timed-out job stops there.
 
-With the VAD on (the default), the VAD's speech chunks (:func:`speech_chunks`, faster-whisper's options)
-are joined as faster-whisper's ``vad_filter`` joins them, but decoded each as its own clip
-(``clip_timestamps``; chunks less than 2 s apart make one clip, :func:`decode_clips`) and each segment is put
-back inside its own clip, so no word is timed across a pause of 2 s or more (with ``vad_filter`` the first
-word of a sentence was once put 9 s early, at the end of the one before). The language is detected as
-``vad_filter`` detects it, on the chunks joined (:func:`_detect`). Each clip is at least one 30 s decoding
-window, where the join packed several chunks into one: three short sentences 10 s apart took about twice the
-CPU time (2.3 -> 5.2 s); speech with no pause of 2 s or more (one VAD chunk) decodes the very samples it did.
+With the VAD on (the default) and a pause of 2 s or more in the speech, the VAD's speech chunks
+(:func:`speech_chunks`, faster-whisper's options) are joined as faster-whisper's ``vad_filter`` joins them,
+but decoded each as its own clip (``clip_timestamps``; chunks less than 2 s apart make one clip,
+:func:`decode_clips`) and each segment is put back inside its own clip, so no word is timed across a pause of
+2 s or more (with ``vad_filter`` the first word of a sentence was once put 9 s early, at the end of the one
+before). The language is detected as ``vad_filter`` detects it, on the chunks joined (:func:`_detect`). Each
+clip is at least one 30 s decoding window, where the join packed several chunks into one: three short
+sentences 10 s apart took about twice the CPU time (2.3 -> 5.2 s). Speech with no pause of 2 s or more (one
+clip) goes through faster-whisper's own ``vad_filter`` as before: decoded as one clip it came out otherwise (a
+dialogue lost its punctuation and 'an umbrella' was heard 'hand umbrella',
+tests/pipelines/test_dub_whisper.py).
 
 ``decode_overrides`` are extra faster-whisper ``transcribe`` arguments laid over the defaults; tests pass
 :data:`dragoman.testing.whisper.TINY_DECODE` with the tiny random model.
@@ -266,9 +269,14 @@ class Recognizer:
                 probability = 1.0
                 layout: _Layout | None = None
                 stream = samples
-                if vad:
-                    chunks = speech_chunks(samples, kwargs.pop("vad_parameters", None))
-                    layout = _Layout.of(samples, decode_clips(chunks))
+                chunks = speech_chunks(samples, kwargs.get("vad_parameters")) if vad else []
+                clips = decode_clips(chunks)
+                # one clip (no pause of CLIP_GAP or more): faster-whisper's own vad_filter, as before, which
+                # decodes the same samples with its own context (decoded as a clip, a dialogue lost its
+                # punctuation and a word: 'an umbrella' heard 'hand umbrella'); several: a clip each
+                if vad and len(clips) != 1:
+                    kwargs.pop("vad_parameters", None)
+                    layout = _Layout.of(samples, clips)
                     stream = layout.audio
                     kwargs["vad_filter"] = False
                     kwargs["clip_timestamps"] = layout.clip_timestamps()
@@ -289,7 +297,7 @@ class Recognizer:
                         if close is not None:
                             close()
                     code = str(info.language)
-                    if not given and not vad:
+                    if not given and layout is None:
                         probability = float(info.language_probability)
             if vad and kwargs.get("word_timestamps") and segments:
                 # Whisper starts a stretch's first word where its padded VAD chunk starts, and ends its last

@@ -221,6 +221,27 @@ def test_with_vad_the_speech_chunks_are_decoded_as_clips_of_the_audio(
     assert all(1.0 <= w.start <= 3.0 or 7.5 <= w.start <= 8.75 for w in result.words), result.words
 
 
+def test_with_vad_and_no_long_pause_faster_whisper_s_own_filter_decodes(
+    tiny: Recognizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One clip (no pause of CLIP_GAP or more): the audio goes to faster-whisper with its vad_filter, as it
+    always did (decoded as a clip, a dialogue came out without its punctuation and a word misheard)."""
+    chunks = [{"start": 16000, "end": 32000}, {"start": 40000, "end": 48000}]
+    monkeypatch.setattr(recognizer_module, "speech_chunks", lambda samples, parameters=None: chunks)
+    model = tiny.load("tiny").model
+    seen: dict[str, Any] = {}
+    original = model.transcribe
+
+    def spy(audio: Any, **kwargs: Any) -> Any:
+        seen.update(kwargs, samples=len(audio))
+        return original(audio, **kwargs)
+
+    monkeypatch.setattr(model, "transcribe", spy)
+    tiny.transcribe(noise(5.0), TranscribeOptions(model="tiny", beam_size=1))
+    assert seen["vad_filter"] is True and seen.get("clip_timestamps") is None
+    assert seen["samples"] == 5 * recognizer_module.RATE  # the whole audio, not the chunks joined
+
+
 def test_with_vad_and_no_speech_found_nothing_is_decoded(
     tiny: Recognizer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
