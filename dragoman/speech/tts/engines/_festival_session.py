@@ -63,11 +63,6 @@ SETUP = r"""
 KEPT_LINES = 20
 
 
-class SessionLost(SpeechEngineError):
-    """The session's process had gone before a command could be sent: nothing was rendered, so the render
-    may be tried again on a new session."""
-
-
 class FestivalSession:
     """One ``festival --pipe`` process with the voice whose function is ``(voice_<name>)`` loaded.
 
@@ -85,6 +80,9 @@ class FestivalSession:
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._recent: list[str] = []
         self._running = False
+        #: The process had gone before a command could be sent: nothing was rendered, so the render may be
+        #: tried again on a new session.
+        self.lost = False
         try:
             self._proc = subprocess.Popen(
                 [program, "--pipe"],
@@ -128,7 +126,8 @@ class FestivalSession:
                 data = data[self._proc.stdin.write(data) or 0 :]
         except (BrokenPipeError, OSError) as exc:
             self.close()
-            raise SessionLost(f"festival voice {self.name} has stopped: {self._tail()}") from exc
+            self.lost = True
+            raise SpeechEngineError(f"festival voice {self.name} has stopped: {self._tail()}") from exc
         deadline = time.monotonic() + timeout
         errors: list[str] = []
         while True:

@@ -23,9 +23,9 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from dragoman.errors import VoiceNotInstalled
+from dragoman.errors import SpeechEngineError, VoiceNotInstalled
 from dragoman.media.audio import pitch_shift, time_stretch
-from dragoman.speech.tts.engines._festival_session import FestivalSession, SessionLost
+from dragoman.speech.tts.engines._festival_session import FestivalSession
 from dragoman.speech.tts.engines.base import (
     NEUTRAL,
     QUALITY_ESPEAK,
@@ -196,8 +196,8 @@ class FestivalEngine:
             try:
                 audio = session.render(text_bytes, before, after, timeout_for(clean))
                 break
-            except SessionLost:
-                if attempt == 2:
+            except SpeechEngineError:
+                if attempt == 2 or not session.lost:
                     raise
             finally:
                 self._give_back(session)
