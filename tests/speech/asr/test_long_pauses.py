@@ -26,10 +26,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from asr_support import THREE_SENTENCES, subtitles_by_language
 
 from dragoman.media.cues import Word
-from dragoman.pipelines.subtitles import SubtitleResult, make_subtitles
-from dragoman.speech.asr import Recognizer, TranscribeOptions
+from dragoman.pipelines.subtitles import SubtitleResult
+from dragoman.speech.asr import Recognizer
 from dragoman.speech.asr.score import word_error_rate
 from dragoman.testing.media import SpeechClip, make_speech_media
 
@@ -38,11 +39,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="apt-get install ffmpeg"),
 ]
 
-SENTENCES = (
-    "The old man bought a red car yesterday.",
-    "My sister opened the blue door this morning.",
-    "We will walk along the river after lunch.",
-)
+SENTENCES = THREE_SENTENCES
 #: Seconds of silence between the sentences, and before the first and after the last.
 PAUSE, LEAD = 10.0, 2.2
 #: How far a word or cue may lie from its sentence's voice (seconds).
@@ -63,17 +60,7 @@ def subtitled(
     folder = tmp_path_factory.mktemp("pauses")
     media = folder / "pauses.mp4"
     clips = make_speech_media(media, [("en", s) for s in SENTENCES], gap=PAUSE, lead=LEAD)
-    out: dict[str, SubtitleResult] = {}
-    for language in ("en", "auto"):
-        out[language] = make_subtitles(
-            media,
-            base_recognizer,
-            None,
-            formats=["srt"],
-            options=TranscribeOptions(language=language),
-            out_dir=folder / language,
-        )
-    return clips, out
+    return clips, subtitles_by_language(media, base_recognizer, folder)
 
 
 @pytest.mark.parametrize("language", ["en", "auto"])

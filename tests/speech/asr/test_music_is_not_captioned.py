@@ -29,11 +29,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pytest
+from asr_support import THREE_SENTENCES, subtitles_by_language
 
 from dragoman.media.audio import Audio, write_wav
 from dragoman.media.ffmpeg import run_ffmpeg
-from dragoman.pipelines.subtitles import SubtitleResult, make_subtitles
-from dragoman.speech.asr import Recognizer, TranscribeOptions
+from dragoman.pipelines.subtitles import SubtitleResult
+from dragoman.speech.asr import Recognizer
 from dragoman.speech.asr.score import word_error_rate
 from dragoman.testing.media import RATE, SpeechClip, make_speech_audio
 
@@ -42,11 +43,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="apt-get install ffmpeg"),
 ]
 
-SENTENCES = (
-    "The old man bought a red car yesterday.",
-    "My sister opened the blue door this morning.",
-    "We will walk along the river after lunch.",
-)
+SENTENCES = THREE_SENTENCES
 #: Seconds of music alone between the first two sentences, and silence either side of it.
 MUSIC, QUIET = 8.0, 1.0
 #: The bed under the third sentence: how far it reaches before and after the voice (seconds), its peak.
@@ -166,18 +163,8 @@ def subtitled(
     folder = tmp_path_factory.mktemp("music")
     media = folder / "music.mp4"
     clips, music_alone, _ = _media(media)
-    out: dict[str, tuple[SubtitleResult, list[SpeechClip], list[tuple[float, float]]]] = {}
-    for language in ("en", "auto"):
-        result = make_subtitles(
-            media,
-            base_recognizer,
-            None,
-            formats=["srt"],
-            options=TranscribeOptions(language=language),
-            out_dir=folder / language,
-        )
-        out[language] = (result, clips, music_alone)
-    return out
+    results = subtitles_by_language(media, base_recognizer, folder)
+    return {language: (result, clips, music_alone) for language, result in results.items()}
 
 
 @pytest.mark.parametrize("language", ["en", "auto"])
