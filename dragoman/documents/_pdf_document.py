@@ -70,7 +70,7 @@ def _align(block: Block, *, rtl: bool) -> str | None:
     """The CSS alignment of a block's translation (a right-to-left one keeps MuPDF's own)."""
     if rtl:
         return None
-    return "center" if block.centered else "justify" if block.justified else None
+    return block.align
 
 
 def _story(block: Block, translation: str, *, rtl: bool) -> pymupdf.Story:

@@ -31,7 +31,6 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from dragoman.documents import _pdf_text as pdf_text
 from dragoman.documents._export import Item, Outline, PageBreak, Paragraph, Run, Table
@@ -473,7 +472,7 @@ def _paragraphs(entry: _Entry, level: int, *, split: bool = True) -> list[Paragr
     runs = _runs(entry)
     if entry.code:
         return [Paragraph(tuple(runs))]
-    align = _align(entry.block)
+    align = entry.block.align
     if level:
         return [Paragraph(tuple(_joined(runs)), heading=level, align=align)]
     lines = [line for line in _lines(runs) if line]
@@ -486,11 +485,6 @@ def _paragraphs(entry: _Entry, level: int, *, split: bool = True) -> list[Paragr
         Paragraph(tuple(line), list_kind="bullet" if kind == "bullet" else "number" if kind else None)
         for line, kind in items
     ]
-
-
-def _align(block: Block) -> Literal["center", "justify"] | None:
-    """How the source set a block: centred, justified, or neither (left, or the script's own side)."""
-    return "center" if block.centered else "justify" if block.justified else None
 
 
 def _joined(runs: list[Run]) -> list[Run]:

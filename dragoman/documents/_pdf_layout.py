@@ -29,7 +29,7 @@ import statistics
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import pymupdf
 from pymupdf import mupdf
@@ -109,6 +109,11 @@ class Block:
     tags: dict[int, Inline] = field(default_factory=dict)  # the placeholders in ``text``, by number
     spill: pymupdf.Rect | None = None  # ``room`` grown down to whatever is below: to reflow, not shrink
     justified: bool = False  # set flush to both edges in the source (:func:`justified`): written so
+
+    @property
+    def align(self) -> Literal["center", "justify"] | None:
+        """How the source set the block: centred, justified, or neither (left, or the script's own side)."""
+        return "center" if self.centered else "justify" if self.justified else None
 
 
 @dataclass
