@@ -614,9 +614,38 @@ def page_blocks(page: pymupdf.Page, *, grow: bool = True) -> PageWork:
                         work.code.append(kept)
                 elif isinstance(block, Block) and block.text:
                     work.blocks.append(block)
+    justify_by_neighbours(work.blocks)
     for block in work.blocks:
         block.room = room_for(block, work.blocks, obstacles, page_rect) if grow else pymupdf.Rect(block.rect)
     return work
+
+
+def justify_by_neighbours(blocks: list[Block]) -> None:
+    """Marks justified the short paragraphs of a justified column. A block of two lines tells nothing by
+    itself (:func:`paragraph_ends` wants :data:`JUSTIFIED_LINES`): a left-aligned paragraph's first line
+    may end at the right edge too. Among justified paragraphs it is one of them when both its edges are
+    those of a justified block on the page (the same column), its lines start at the left edge (the first
+    may be indented) and all but the last end at the right edge, the last stopping short of it."""
+    columns = [(b.rect.x0, b.rect.x1) for b in blocks if b.justified and b.rotate == 0]
+    if not columns:
+        return
+    for block in blocks:
+        boxes = block.line_rects
+        if block.justified or block.centered or block.rotate or block.paint_over or len(boxes) < 2:
+            continue
+        if len(boxes) >= JUSTIFIED_LINES:
+            continue  # decided by its own lines
+        tolerance = max(JUSTIFIED_POINTS, JUSTIFIED_TOLERANCE * block.style.size)
+        left, right = block.rect.x0, block.rect.x1
+        if not any(abs(x0 - left) <= tolerance and abs(x1 - right) <= tolerance for x0, x1 in columns):
+            continue
+        full, last = boxes[:-1], boxes[-1]
+        if (
+            all(right - box[2] <= tolerance for box in full)
+            and all(box[0] - left <= tolerance for box in boxes[1:])
+            and right - last[2] > tolerance
+        ):
+            block.justified = True
 
 
 def room_for(

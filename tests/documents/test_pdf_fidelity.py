@@ -540,6 +540,53 @@ def test_a_justified_paragraph_ending_in_a_long_line_ends_there() -> None:
     assert _pdf_layout.join_lines(texts, 228, frozenset({2})) == "line 0 line 1 line 2\nline 3 line 4 line 5"
 
 
+def test_a_two_line_paragraph_among_justified_ones_is_justified(tmp_path: Path) -> None:
+    """Two lines tell nothing by themselves, so a justified column's two-line paragraphs used to come back
+    ragged among justified ones. Now a block of two lines whose edges are those of a justified block on the
+    page, its first line flush to both, is justified too; the same two lines in another column, or on a
+    page with no justified block, are not."""
+    short = "The owner walks in the garden every morning and every evening of the long year."
+
+    def page_with(path: Path, *, justify_neighbour: bool, column: pymupdf.Rect) -> Path:
+        with pymupdf.open() as doc:
+            page = doc.new_page()
+            align = pymupdf.TEXT_ALIGN_JUSTIFY if justify_neighbour else pymupdf.TEXT_ALIGN_LEFT
+            page.insert_textbox(
+                pymupdf.Rect(72, 72, 300, 300), PROSE, fontsize=11, fontname="tiro", align=align
+            )
+            page.insert_textbox(column, short, fontsize=11, fontname="tiro", align=pymupdf.TEXT_ALIGN_JUSTIFY)
+            doc.save(path)
+        return path
+
+    same_column = pymupdf.Rect(72, 320, 300, 400)
+    source = page_with(tmp_path / "column.pdf", justify_neighbour=True, column=same_column)
+    with pymupdf.open(source) as doc:
+        before = [(x0, x1) for y, x0, x1 in rows(doc[0]) if y > 310]
+        work = _pdf_layout.page_blocks(doc[0])
+    assert len(before) == 2 and abs(before[0][1] - 300) < 1.0 and before[1][1] < 250, before
+    assert [(block.lines, block.justified) for block in work.blocks] == [
+        (work.blocks[0].lines, True),
+        (2, True),
+    ]
+    elsewhere = page_with(
+        tmp_path / "other.pdf", justify_neighbour=True, column=pymupdf.Rect(320, 320, 540, 400)
+    )
+    alone = page_with(tmp_path / "alone.pdf", justify_neighbour=False, column=same_column)
+    for path in (elsewhere, alone):
+        with pymupdf.open(path) as doc:
+            assert [block.justified for block in _pdf_layout.page_blocks(doc[0]).blocks][1:] == [False], path
+    output = tmp_path / "out.pdf"
+    PdfHandler().translate(
+        source, output, FakeTranslator(lambda t: longer(f"{t} {t}"), keep_blank=True), None
+    )
+    with pymupdf.open(output) as doc:
+        lower = [(x0, x1) for y, x0, x1 in rows(doc[0]) if y > 310]
+        assert overlaps(doc[0]) == 0
+    assert len(lower) >= 3, lower
+    assert all(abs(x0 - 72) < 1.0 and abs(x1 - 300) < 1.0 for x0, x1 in lower[:-1]), lower
+    assert lower[-1][1] < 290  # the last line is not stretched
+
+
 def test_two_justified_paragraphs_in_one_block_stay_two(tmp_path: Path) -> None:
     """Two justified paragraphs MuPDF reads as one block, the first ending in a long line: the translation
     keeps them apart (the first one's last line not stretched) and both are justified."""
