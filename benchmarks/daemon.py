@@ -361,6 +361,22 @@ def main(argv: list[str] | None = None) -> int:
                     done += len(TEXTS)
                 return done / (time.perf_counter() - started)
 
+            def batch_of(clients: int) -> Callable[[], float]:
+                """The engine's rate with ``clients`` texts in each call (the texts in turn), texts per
+                second, for ``step``: what ``clients`` single-text callers give a batcher at most (a batch
+                of them all per round trip), with no HTTP."""
+
+                def run() -> float:
+                    done, started = 0, time.perf_counter()
+                    while time.perf_counter() - started < step:
+                        start = done % len(TEXTS)
+                        texts = (TEXTS * 2)[start : start + min(clients, len(TEXTS))]
+                        engine.translate_batch(texts, options)
+                        done += len(texts)
+                    return done / (time.perf_counter() - started)
+
+                return run
+
             def row(clients: int) -> tuple[int, Result, Result, dict[str, Result], float, harness.Rounds]:
                 locals_: list[Result] = []
                 remotes: list[Result] = []
@@ -404,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
                 sides: dict[str, Callable[[], float]] = {"in-process": local_side, "http": http_side}
                 if args.pack != "apertium":
                     sides["batch"] = batch_side
+                    if clients < len(TEXTS):
+                        sides["batch of N"] = batch_of(clients)
                 if off_url:
                     sides["batching off"] = off_side
                 sides.update((name, peer_side(name)) for name in peer_urls)
@@ -440,23 +458,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.pack != "apertium" or args.batching_off:
         print(
             "the dynamic batcher, in the same rounds: the daemon's mean batch (segments per backend call, "
-            "from /health), its rate against the engine's batch rate (64 texts in one call, texts/s) and "
-            "against the daemon with DRAGOMAN_BATCHING=0"
+            "from /health), its rate against the engine's batch rate (64 texts in one call, texts/s), the "
+            "engine's rate with N texts a call (N = clients: the most N single-text clients can give a "
+            "batcher) and its share of the 64-text rate, and against the daemon with DRAGOMAN_BATCHING=0"
         )
         print(
             f"{'clients':>7} {'mean batch':>10} | {'batch texts/s':>22} {'HTTP / batch':>22} | "
+            f"{'batch of N texts/s':>22} {'N / 64':>22} {'HTTP / batch of N':>22} | "
             f"{'batching off req/s':>22} {'p99 ms':>7} {'HTTP / off':>22}"
         )
         for clients, _, _, others, _, times in rows:
             batch_rate = times.spread("batch").text(".1f") if "batch" in times.names else "-"
             of_batch = harness.ratio_text(times.ratio("http", "batch")) if "batch" in times.names else "-"
+            has_n = "batch of N" in times.names and "batch" in times.names
+            n_rate = times.spread("batch of N").text(".1f") if has_n else "-"
+            n_share = harness.ratio_text(times.ratio("batch of N", "batch")) if has_n else "-"
+            of_n = harness.ratio_text(times.ratio("http", "batch of N")) if has_n else "-"
             off = others.get("batching off")
             off_rate = times.spread("batching off").text(".1f") if off is not None else "-"
             off_p99 = f"{off.p99:.1f}" if off is not None else "-"
             of_off = harness.ratio_text(times.ratio("http", "batching off")) if off is not None else "-"
             print(
                 f"{clients:>7} {mean_batch.get(clients, float('nan')):>10.2f} | {batch_rate:>22} "
-                f"{of_batch:>22} | {off_rate:>22} {off_p99:>7} {of_off:>22}"
+                f"{of_batch:>22} | {n_rate:>22} {n_share:>22} {of_n:>22} | {off_rate:>22} {off_p99:>7} "
+                f"{of_off:>22}"
             )
     if peer_urls:
         print("the same load on the peers, in the same rounds (ours: dragoman's daemon over HTTP):")
