@@ -5,6 +5,7 @@ a second upgrade changes nothing; on SQLite and on PostgreSQL (issue 13: the ``d
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
@@ -72,27 +73,33 @@ def test_the_revisions_form_one_linear_chain() -> None:
         assert newer.down_revision == older.revision
 
 
-def test_processes_migrating_together_apply_each_revision_once(db_backend: DbBackend, tmp_path: Path) -> None:
-    """N API processes start together, each migrating at start: every one ends at head, none fails."""
-    url = db_backend.url(tmp_path, empty=True)
-    databases = [Database(url) for _ in range(4)]  # one engine each: as separate processes
+def _together(databases: list[Database], action: Callable[[Database], object]) -> list[object]:
+    """``action`` on each database from its own thread, all released at once (as processes starting
+    together); what each returned or raised, in the order they finished."""
     barrier = threading.Barrier(len(databases))
     outcomes: list[object] = []
 
-    def start(db: Database) -> None:
+    def run(db: Database) -> None:
         barrier.wait(30)
         try:
-            outcomes.append(migrate.upgrade(db))
+            outcomes.append(action(db))
         except Exception as exc:  # noqa: BLE001 - the test reports it
             outcomes.append(exc)
 
-    threads = [threading.Thread(target=start, args=(db,)) for db in databases]
+    threads = [threading.Thread(target=run, args=(db,)) for db in databases]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(120)
+    return outcomes
+
+
+def test_processes_migrating_together_apply_each_revision_once(db_backend: DbBackend, tmp_path: Path) -> None:
+    """N API processes start together, each migrating at start: every one ends at head, none fails."""
+    url = db_backend.url(tmp_path, empty=True)
+    databases = [Database(url) for _ in range(4)]  # one engine each: as separate processes
     try:
-        assert outcomes == [migrate.head()] * len(databases)
+        assert _together(databases, migrate.upgrade) == [migrate.head()] * len(databases)
         with databases[0].engine.connect() as conn:
             assert conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == [
                 migrate.head()
@@ -102,32 +109,22 @@ def test_processes_migrating_together_apply_each_revision_once(db_backend: DbBac
             db.dispose()
 
 
+def _journal_mode(db: Database) -> str:
+    with db.engine.connect() as conn:
+        return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one())
+
+
 def test_processes_opening_a_fresh_sqlite_file_together_all_connect(tmp_path: Path) -> None:
     """Switching a fresh file to WAL needs an exclusive lock, and SQLite refuses it at once ("database is
     locked", no busy wait) while another connection holds the file: four processes starting together on a new
     SQLite file failed about one trial in five (seen in CI as DatabaseUnavailable from a migration). Each
     connection now retries the switch; 40 trials of four must all connect, in WAL mode."""
-    failures: list[BaseException] = []
-    modes: set[str] = set()
+    outcomes: list[object] = []
     for trial in range(40):
-        url = f"sqlite:///{tmp_path / f'fresh-{trial}.db'}"
-        databases = [Database(url) for _ in range(4)]
-        barrier = threading.Barrier(len(databases))
-
-        def connect(db: Database, barrier: threading.Barrier = barrier) -> None:
-            barrier.wait(30)
-            try:
-                with db.engine.connect() as conn:
-                    modes.add(conn.exec_driver_sql("PRAGMA journal_mode").scalar_one())
-            except Exception as exc:  # noqa: BLE001 - the test reports it
-                failures.append(exc)
-
-        threads = [threading.Thread(target=connect, args=(db,)) for db in databases]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        for db in databases:
-            db.dispose()
-    assert failures == []
-    assert modes == {"wal"}
+        databases = [Database(f"sqlite:///{tmp_path / f'fresh-{trial}.db'}") for _ in range(4)]
+        try:
+            outcomes += _together(databases, _journal_mode)
+        finally:
+            for db in databases:
+                db.dispose()
+    assert outcomes == ["wal"] * 160
