@@ -179,12 +179,16 @@ def draw_translations(
     image: Image.Image, items: list[tuple[ocr.OcrBlock, str]], script: str, warns: list[str]
 ) -> Image.Image:
     """A copy of ``image`` with each block's box filled with its surrounding colour and its translation
-    written inside."""
+    written inside. A block whose translation is its own text (a name, a domain, a mark read as a letter)
+    is left as it is: the original pixels show the same text in its own font and weight, or the icon."""
     import numpy as np
     from PIL import ImageDraw, features
 
     alpha = image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or "transparency" in image.info
     work = image.convert("RGBA") if alpha else ocr.prepare(image).convert("RGB")
+    items = [
+        (block, translation) for block, translation in items if translation.strip() != block.text.strip()
+    ]
     if not items:
         return work
     font = font_for(script) or font_for("Latn")

@@ -105,6 +105,13 @@ _CONTINUES = ",-\u2010\u2013\u2014/&+("
 #: Punctuation stripped from a line's last word before its case is looked at (``lid.`` is ``lid``).
 _CLOSING = ".:;!?\"')]\u201d\u2019\u00bb"
 
+#: An icon Tesseract reads as a letter or a mark before a line's text (:func:`_icons`): a word of at most
+#: ICON_CHARS characters, ICON_HEIGHT times as tall as the line's other words (their median) or more, and
+#: apart from the next word by ICON_GAP of their height or more (a drop cap is set against its word).
+ICON_CHARS = 2
+ICON_HEIGHT = 1.5
+ICON_GAP = 0.8
+
 #: Ruling lines (:func:`erase_rules`): pixels darker than this (0-255) in a straight run at least
 #: RULE_FRACTION of the image's side long (and MIN_RULE_PX) and at most MAX_RULE_PX thick. Images over
 #: MAX_RULE_PIXELS are read as they are (the masks take a few bytes a pixel).
@@ -280,6 +287,39 @@ def ocr_image(
     return blocks
 
 
+def _icons(
+    line: list[int],
+    texts: Sequence[Any],
+    left: list[int],
+    top: list[int],
+    right: list[int],
+    bottom: list[int],
+) -> list[int]:
+    """A line's words (its word rows, in order) without the icons Tesseract read as a letter or a mark (a
+    screenshot's info, help or avatar symbol): a word of at most :data:`ICON_CHARS` characters,
+    :data:`ICON_HEIGHT` times as tall as the line's other words or more, that starts the line or a part of
+    it (after a gap of :data:`ICON_GAP` of their height or more) and is as far from the next word. Left out
+    of the text, the icon stays in the image: the translation is painted over the words' boxes only."""
+    if len(line) < 2:
+        return line
+    height = statistics.median(bottom[i] - top[i] for i in line)
+    if height <= 0:
+        return line
+    gap = ICON_GAP * height
+    kept = []
+    for position, i in enumerate(line):
+        icon = (
+            position + 1 < len(line)
+            and len(str(texts[i]).strip()) <= ICON_CHARS
+            and bottom[i] - top[i] >= ICON_HEIGHT * height
+            and (position == 0 or left[i] - right[line[position - 1]] >= gap)
+            and left[line[position + 1]] - right[i] >= gap
+        )
+        if not icon:
+            kept.append(i)
+    return kept
+
+
 def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     """Group the word rows of Tesseract's TSV (as columns, see :func:`._tesseract.image_to_data`) into
     paragraphs, in reading order (Tesseract's block, paragraph, line and word numbers).
@@ -307,6 +347,9 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     top = [int(v) for v in data["top"]]
     right = [int(x) + int(w) for x, w in zip(data["left"], data["width"], strict=True)]
     bottom = [int(y) + int(h) for y, h in zip(data["top"], data["height"], strict=True)]
+    for numbered in lines.values():
+        for number, line in numbered.items():
+            numbered[number] = _icons(line, data["text"], left, top, right, bottom)
     hyphens = frozenset(i for i, text in enumerate(data["text"]) if _HYPHENATED.search(str(text).strip()))
     words = [(i, str(text).strip()) for i, text in enumerate(data["text"]) if int(data["level"][i]) == 5]
     boxes = _Boxes(

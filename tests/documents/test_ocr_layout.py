@@ -318,10 +318,13 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
     """GitHub's OAuth page for crates.io (the Cargo Book's screenshot): the form column and the boxed
     sidebar beside it come back as separate blocks (none crosses the gutter between them), the headings,
     the prose and the button apart, each translated on its own. Known gaps: the white-on-green button
-    ('Authorize application' at the bottom) is not read, nor when the image is inverted; icons come back as
-    a stray letter or a mark. The domain and the handle in its prose (crates.io, @rust-lang) come back as
-    written: a model upper-casing every word it may change changed them before two-part names with a web
-    domain or file extension and handles were taken for code (identifiers.py)."""
+    ('Authorize application' at the bottom) is not read, nor when the image is inverted; the avatar (as tall
+    as its text) and the chevron come back as letters. The domain and the handle in its prose (crates.io,
+    @rust-lang) come back as written: a model upper-casing every word it may change changed them before
+    two-part names with a web domain or file extension and handles were taken for code (identifiers.py).
+    The team and info icons before a line's text were read as 'i' and '@' and painted over with those
+    letters; now they are left out of the text (ocr._icons) and stay in the image, and a block whose
+    translation is its own text (the sidebar's bold 'crates.io') keeps its original pixels."""
     source = tmp_path / "acl.png"
     shutil.copy(REAL / "cargo-auth-level-acl.png", source)
     blocks = ocr.ocr_image(ocr.prepare(Image.open(source)), "eng")
@@ -334,6 +337,8 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
         "Cargo: Rust's community crate host",
         "Organizations determine whether the application can access their data.",
         "Grant access",
+        "Organizations and teams",
+        "Learn more about OAuth",
     ):
         assert expected in texts, texts
     assert "crates.io by @rust-lang would like permission to access your account" in texts, texts
@@ -350,6 +355,13 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
     assert translated["crates.io"] == "crates.io"
     worded = {t for t in texts if any(c.isalpha() for c in t)}  # (marks alone are left as they are)
     assert {b.text for b in result.boxes} == worded  # one translation per block, none merged
+    assert result.output_path is not None
+    before, after = Image.open(source).convert("RGB"), Image.open(result.output_path).convert("RGB")
+    sidebar = next(b.bbox for b in result.boxes if b.text == "crates.io" and b.bbox[0] > 950)
+    for box in ((100, 427, 156, 491), (1092, 650, 1108, 688), sidebar):  # team icon, info icon, kept name
+        assert before.crop(box).tobytes() == after.crop(box).tobytes(), box
+    heading = next(b.bbox for b in result.boxes if b.text == "Review permissions")
+    assert before.crop(heading).tobytes() != after.crop(heading).tobytes()  # translated: painted over
 
 
 def _words(rows: list[tuple[int, int, int, int, int, str]]) -> str:
@@ -357,6 +369,39 @@ def _words(rows: list[tuple[int, int, int, int, int, str]]) -> str:
     return "\n".join(
         [_HEADER] + [_row(b, 1, line, n, x, y, w, t) for n, (b, line, x, y, w, t) in enumerate(rows)]
     )
+
+
+def test_icons_read_as_letters_are_left_out_of_the_text() -> None:
+    """A screenshot's icon before a line's text (Tesseract reads it as 'i' or '@': a word of one or two
+    characters, half as tall again as the line's words, a wide gap before the next) is left out of the
+    text, also where it starts a part of a line after a wide gap; a drop cap set against its word, a capital
+    of the line's height, and a short word of the text's height between wide gaps (a table cell) stay."""
+
+    def line(*words: tuple[int, int, int, str], block: int = 1) -> list[str]:
+        return [
+            f"5\t1\t{block}\t1\t1\t{n}\t{x}\t{100 + 20 - h}\t{w}\t{h}\t90\t{t}"
+            for n, (x, w, h, t) in enumerate(words)
+        ]
+
+    def texts(*rows: list[str]) -> list[str]:
+        tsv = "\n".join([_HEADER, *(r for row in rows for r in row)])
+        return [b.text for b in ocr.blocks_from_data(_tesseract._columns(tsv))]
+
+    icon = line(
+        (100, 40, 44, "i"), (170, 150, 20, "Organizations"), (330, 40, 20, "and"), (380, 60, 20, "teams")
+    )
+    assert texts(icon) == ["Organizations and teams"]
+    after_gap = line(
+        (100, 60, 20, "Their"), (170, 50, 20, "data."), (600, 16, 38, "@"), (640, 60, 20, "Learn"),
+        (710, 50, 20, "more"),
+    )  # fmt: skip
+    assert texts(after_gap) == ["Their data.", "Learn more"]
+    drop_cap = line((100, 40, 44, "T"), (142, 40, 20, "he"), (190, 60, 20, "house"), (260, 40, 20, "is"))
+    assert texts(drop_cap) == ["T he house is"]
+    capital = line((100, 12, 20, "I"), (140, 40, 20, "am"), (190, 60, 20, "here"))
+    assert texts(capital) == ["I am here"]
+    cells = line((100, 60, 20, "Name"), (400, 24, 20, "No"), (700, 60, 20, "Value"))
+    assert " ".join(texts(cells)).split() == ["Name", "No", "Value"]
 
 
 def test_whole_lines_join_when_wrapped_even_double_spaced_and_stay_apart_when_not() -> None:
