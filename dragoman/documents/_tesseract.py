@@ -181,8 +181,11 @@ def _columns(tsv: str) -> dict[str, list[Any]]:
     return columns
 
 
-def image_to_data(image: Image.Image, lang: str, timeout: float) -> dict[str, list[Any]]:
-    """Tesseract's word boxes for ``image`` (modes ``1``, ``L`` or ``RGB``) read in ``lang``, as columns.
+def image_to_data(
+    image: Image.Image, lang: str, timeout: float, *, psm: int | None = None
+) -> dict[str, list[Any]]:
+    """Tesseract's word boxes for ``image`` (modes ``1``, ``L`` or ``RGB``) read in ``lang``, as columns
+    (``psm``: Tesseract's page segmentation mode, when not its default).
 
     The image goes to Tesseract's standard input as PNM (lossless, no compression to pay for); nothing is
     written to disk. Raises :class:`OcrUnavailable` (Tesseract or a language missing), :class:`EngineTimeout`
@@ -195,6 +198,8 @@ def image_to_data(image: Image.Image, lang: str, timeout: float) -> dict[str, li
     pnm = io.BytesIO()
     image.save(pnm, format="PPM")
     cmd = [binary, "stdin", "stdout", "-l", lang, "-c", "tessedit_create_tsv=1"]
+    if psm is not None:
+        cmd += ["--psm", str(psm)]
     log.debug("%r", cmd)
     try:
         done = subprocess.run(

@@ -25,6 +25,7 @@ import logging
 import math
 import re
 import statistics
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -111,6 +112,15 @@ _CLOSING = ".:;!?\"')]\u201d\u2019\u00bb"
 ICON_CHARS = 2
 ICON_HEIGHT = 1.5
 ICON_GAP = 0.8
+
+#: Blocks Tesseract found but read no word in, read again on their own (:func:`read_empty_blocks`): at
+#: most SECOND_LOOKS an image, of a height in SECOND_LOOK_HEIGHTS (px: a line of text or a few, not a
+#: photo), cropped with SECOND_LOOK_MARGIN px around; kept when their words' mean confidence is at least
+#: SECOND_LOOK_CONFIDENCE.
+SECOND_LOOKS = 8
+SECOND_LOOK_HEIGHTS = (8, 200)
+SECOND_LOOK_MARGIN = 6
+SECOND_LOOK_CONFIDENCE = 60
 
 #: Ruling lines (:func:`erase_rules`): pixels darker than this (0-255) in a straight run at least
 #: RULE_FRACTION of the image's side long (and MIN_RULE_PX) and at most MAX_RULE_PX thick. Images over
@@ -281,10 +291,80 @@ def ocr_image(
     it takes longer than ``timeout`` seconds, :class:`DocumentFormatError` when it cannot read the image.
     """
     check_languages(tesseract_lang)
-    data = image_to_data(erase_rules(prepare(image)), tesseract_lang, timeout)
+    deadline = time.monotonic() + timeout if timeout else math.inf
+    prepared = erase_rules(prepare(image))
+    data = image_to_data(prepared, tesseract_lang, timeout)
+    if data:
+        data = read_empty_blocks(prepared, data, tesseract_lang, deadline)
     blocks = blocks_from_data(data) if data else []
     log.debug("OCR (%s) found %d paragraphs in a %dx%d image", tesseract_lang, len(blocks), *image.size)
     return blocks
+
+
+def read_empty_blocks(
+    image: Image.Image, data: dict[str, list[Any]], tesseract_lang: str, deadline: float
+) -> dict[str, list[Any]]:
+    """``data`` with the words of the blocks Tesseract found but read nothing in, each read again on its
+    own. Its thresholding is made for the whole page, and light text on a colour (a button's white on
+    green) can fall on the wrong side of it: the block is found, its words are not. Each such block the
+    size of a line or a few (:data:`SECOND_LOOK_HEIGHTS`, as wide as high or wider, at most
+    :data:`SECOND_LOOKS` an image) is cropped with a margin and read as one block of text; what comes back
+    with letters and a mean confidence of :data:`SECOND_LOOK_CONFIDENCE` or more joins the page's words as
+    a block of its own. The reads share what is left of the OCR's time."""
+    levels, texts, confs = data.get("level", []), data.get("text", []), data.get("conf", [])
+    worded = {
+        (data["page_num"][i], data["block_num"][i])
+        for i, level in enumerate(levels)
+        if level == 5 and str(texts[i]).strip() and float(confs[i]) >= 0
+    }
+    low, high = SECOND_LOOK_HEIGHTS
+    empty = [
+        i
+        for i, level in enumerate(levels)
+        if level == 2
+        and (data["page_num"][i], data["block_num"][i]) not in worded
+        and low <= int(data["height"][i]) <= high
+        and int(data["width"][i]) >= int(data["height"][i])
+    ][:SECOND_LOOKS]
+    next_block = max((int(b) for b in data.get("block_num", [0])), default=0) + 1
+    for i in empty:
+        left, top = int(data["left"][i]), int(data["top"][i])
+        box = (
+            max(0, left - SECOND_LOOK_MARGIN),
+            max(0, top - SECOND_LOOK_MARGIN),
+            min(image.width, left + int(data["width"][i]) + SECOND_LOOK_MARGIN),
+            min(image.height, top + int(data["height"][i]) + SECOND_LOOK_MARGIN),
+        )
+        remaining = deadline - time.monotonic()
+        if remaining < 1:
+            log.debug("OCR: no time left to read %d empty block(s) again", len(empty))
+            break
+        found = image_to_data(
+            image.crop(box), tesseract_lang, 0 if math.isinf(remaining) else remaining, psm=6
+        )
+        words = [
+            j
+            for j, level in enumerate(found.get("level", []))
+            if level == 5 and str(found["text"][j]).strip() and float(found["conf"][j]) >= 0
+        ]
+        if (
+            not words
+            or not any(c.isalpha() for j in words for c in str(found["text"][j]))
+            or statistics.fmean(float(found["conf"][j]) for j in words) < SECOND_LOOK_CONFIDENCE
+        ):
+            continue
+        shift = {"left": box[0], "top": box[1]}
+        for j in words:
+            for key, column in data.items():
+                if key == "page_num":
+                    column.append(data["page_num"][i])
+                elif key == "block_num":
+                    column.append(next_block + int(found["block_num"][j]))
+                else:
+                    value = found.get(key, [0] * len(found["level"]))[j]
+                    column.append(int(value) + shift[key] if key in shift else value)
+        next_block += max(int(found["block_num"][j]) for j in words) + 1
+    return data
 
 
 def _icons(

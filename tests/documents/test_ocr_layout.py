@@ -12,11 +12,15 @@ columns were read across as one paragraph.
 from __future__ import annotations
 
 import io
+import math
 import re
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pymupdf
 import pytest
 from fake_backend_support import fake_engine, shout
@@ -317,9 +321,10 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
 ) -> None:
     """GitHub's OAuth page for crates.io (the Cargo Book's screenshot): the form column and the boxed
     sidebar beside it come back as separate blocks (none crosses the gutter between them), the headings,
-    the prose and the button apart, each translated on its own. Known gaps: the white-on-green button
-    ('Authorize application' at the bottom) is not read, nor when the image is inverted; the avatar (as tall
-    as its text) and the chevron come back as letters. The domain and the handle in its prose (crates.io,
+    the prose and the button apart, each translated on its own. The white-on-green button ('Authorize
+    application' at the bottom) was not read: Tesseract found its block and no word in it; that block is now
+    read again on its own (ocr.read_empty_blocks). Known gaps: the avatar (as tall as its text) and the
+    chevron come back as letters. The domain and the handle in its prose (crates.io,
     @rust-lang) come back as written: a model upper-casing every word it may change changed them before
     two-part names with a web domain or file extension and handles were taken for code (identifiers.py).
     The team and info icons before a line's text were read as 'i' and '@' and painted over with those
@@ -342,6 +347,8 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
     ):
         assert expected in texts, texts
     assert "crates.io by @rust-lang would like permission to access your account" in texts, texts
+    button = [b.bbox for b in blocks if b.text == "Authorize application" and b.bbox[1] > 840]
+    assert len(button) == 1 and button[0][0] > 60 and button[0][2] < 370, button  # inside the button
     for block in blocks:  # below the heading, the form ends left of x=950 and the sidebar starts right of it
         if block.bbox[1] > 350:
             assert block.bbox[2] < 950 or block.bbox[0] > 950, (block.text, block.bbox)
@@ -362,6 +369,10 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
         assert before.crop(box).tobytes() == after.crop(box).tobytes(), box
     heading = next(b.bbox for b in result.boxes if b.text == "Review permissions")
     assert before.crop(heading).tobytes() != after.crop(heading).tobytes()  # translated: painted over
+    pressed = next(b for b in result.boxes if b.text == "Authorize application" and b.bbox[1] > 840)
+    assert pressed.translation == "AUTHORIZE APPLICATION"
+    light = (np.asarray(after.crop(pressed.bbox)).min(axis=2) > 230).sum()  # the white ink, drawn again
+    assert light > 100 and before.crop(pressed.bbox).tobytes() != after.crop(pressed.bbox).tobytes()
 
 
 def _words(rows: list[tuple[int, int, int, int, int, str]]) -> str:
@@ -402,6 +413,55 @@ def test_icons_read_as_letters_are_left_out_of_the_text() -> None:
     assert texts(capital) == ["I am here"]
     cells = line((100, 60, 20, "Name"), (400, 24, 20, "No"), (700, 60, 20, "Value"))
     assert " ".join(texts(cells)).split() == ["Name", "No", "Value"]
+
+
+def test_blocks_read_empty_are_read_again_on_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block Tesseract found with no word in it (a light button) is cropped with a margin and read again
+    as one block; its words join the page's at the crop's offset, as a block of their own. Blocks too tall
+    (a photo) or narrower than high are not; a read with no letters or a low confidence adds nothing; at
+    most SECOND_LOOKS are read, each given what is left of the time, none once it is spent."""
+    header = _HEADER.split("\t")
+
+    def rows(*values: tuple[int, ...] | tuple[object, ...]) -> dict[str, list[Any]]:
+        return {key: [row[n] for row in values] for n, key in enumerate(header)}
+
+    page = rows(
+        (2, 1, 1, 0, 0, 0, 10, 10, 300, 20, -1, ""),
+        (5, 1, 1, 1, 1, 1, 10, 10, 80, 20, 95, "Title"),
+        (2, 1, 2, 0, 0, 0, 50, 100, 200, 40, -1, ""),  # the button: found, no word
+        (2, 1, 3, 0, 0, 0, 50, 300, 400, 400, -1, ""),  # a photo: too tall
+        (2, 1, 4, 0, 0, 0, 500, 100, 10, 60, -1, ""),  # narrower than high
+    )
+    asked: list[tuple[tuple[int, int], float, int | None]] = []
+    answers = {
+        (212, 52): rows(
+            (5, 1, 1, 1, 1, 1, 30, 12, 60, 16, 93, "Press"), (5, 1, 1, 1, 1, 2, 100, 12, 40, 16, 91, "me")
+        ),
+    }
+
+    def fake(
+        image: Image.Image, lang: str, timeout: float, *, psm: int | None = None
+    ) -> dict[str, list[Any]]:
+        asked.append((image.size, timeout, psm))
+        return answers.get(image.size, rows((5, 1, 1, 1, 1, 1, 3, 3, 20, 16, 95, "--")))
+
+    monkeypatch.setattr(ocr, "image_to_data", fake)
+    image = Image.new("RGB", (800, 800), "white")
+    data = ocr.read_empty_blocks(image, {k: list(v) for k, v in page.items()}, "eng", math.inf)
+    assert asked == [((212, 52), 0, 6)]  # the button alone, as one block, with no time limit
+    words = [(data["block_num"][i], data["left"][i], data["top"][i], data["text"][i]) for i in range(5, 7)]
+    assert words == [(6, 74, 106, "Press"), (6, 144, 106, "me")]  # (50-6+30, 100-6+12): where they are
+    assert [b.text for b in ocr.blocks_from_data(data)] == ["Title", "Press me"]
+
+    answers[(212, 52)] = rows((5, 1, 1, 1, 1, 1, 30, 12, 60, 16, 40, "Prcss"))  # unsure: nothing added
+    assert ocr.read_empty_blocks(image, {k: list(v) for k, v in page.items()}, "eng", math.inf) == page
+    many = rows(*[(2, 1, b, 0, 0, 0, 10, 30 * b, 100, 20, -1, "") for b in range(1, 21)])
+    asked.clear()
+    ocr.read_empty_blocks(image, many, "eng", time.monotonic() + 60)
+    assert len(asked) == ocr.SECOND_LOOKS and all(0 < timeout <= 60 for _, timeout, _ in asked)
+    asked.clear()
+    ocr.read_empty_blocks(image, many, "eng", time.monotonic() + 0.5)  # less than a second left
+    assert asked == []
 
 
 def test_whole_lines_join_when_wrapped_even_double_spaced_and_stay_apart_when_not() -> None:
