@@ -113,6 +113,14 @@ ICON_CHARS = 2
 ICON_HEIGHT = 1.5
 ICON_GAP = 0.8
 
+#: A list item's bullet as Tesseract reads it at the start of a line: the bullets themselves, and the
+#: symbols it takes a printed bullet for (a scanned manual's bullets came back as ``¢``, ``©``, ``®``, ``*``).
+#: A line that starts with one of these alone, before a word, starts a paragraph (:func:`_wraps`); where
+#: :data:`BULLET_LINES` lines or more of a page do, the misread ones are written ``•`` again.
+BULLETS = frozenset("•·◦▪▫‣⁃∙●○■□-*¢©®")
+TRUE_BULLETS = frozenset("•·◦▪▫‣⁃∙●○■□-")
+BULLET_LINES = 2
+
 #: Blocks Tesseract found but read no word in, read again on their own (:func:`read_empty_blocks`): at
 #: most SECOND_LOOKS an image, of a height in SECOND_LOOK_HEIGHTS (px: a line of text or a few, not a
 #: photo), cropped with SECOND_LOOK_MARGIN px around; kept when their words' mean confidence is at least
@@ -430,6 +438,7 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     for numbered in lines.values():
         for number, line in numbered.items():
             numbered[number] = _icons(line, data["text"], left, top, right, bottom)
+    bullets = _bullets(lines, data)
     hyphens = frozenset(i for i, text in enumerate(data["text"]) if _HYPHENATED.search(str(text).strip()))
     words = [(i, str(text).strip()) for i, text in enumerate(data["text"]) if int(data["level"][i]) == 5]
     boxes = _Boxes(
@@ -440,6 +449,7 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
         hyphens,
         item_starts=frozenset(i for i, text in words if _starts_item(text)),
         item_ends=frozenset(i for i, text in words if _ends_item(text)),
+        bullets=bullets,
     )
     spaces = _word_spaces(lines, boxes)
     regions: dict[tuple[int, int], tuple[int, int]] = {}
@@ -468,13 +478,66 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
             if not ends and max(right[i] for i in last) >= x1 - 0.15 * (x1 - x0):
                 paragraphs[-1][1].extend(first)
                 chains = chains[1:]
+        elif paragraphs and _goes_on(paragraphs[-1][1], first, data, boxes):
+            paragraphs[-1] = (region if whole and not listed else None, paragraphs[-1][1] + first)
+            chains = chains[1:]
         paragraphs.extend((None, chain) for chain in chains[:-1])
         if chains:
             paragraphs.append((region if whole and not listed else None, chains[-1]))
     chains = [chain for _, chain in paragraphs]
     pages = [int(data["page_num"][chain[0][0]]) for chain in chains]
     chains = _rows_in_order(_cut_rows(chains, pages, boxes), boxes)
-    return [_block(data, chain) for chain in chains]
+    return [_block(data, chain, bullets) for chain in chains]
+
+
+def _bullets(
+    lines: Mapping[tuple[int, int, int], Mapping[int, list[int]]], data: Mapping[str, Sequence[Any]]
+) -> frozenset[int]:
+    """The words that are a list item's bullet: one of :data:`BULLETS` alone at the start of a line, before
+    a word. A misread bullet (``©``, ``¢``) counts only where :data:`BULLET_LINES` lines or more of its page
+    start so; a dash or a bullet counts always."""
+    found: dict[int, list[int]] = {}
+    for (page, _, _), numbered in lines.items():
+        for line in numbered.values():
+            text = str(data["text"][line[0]]).strip()
+            if len(line) > 1 and len(text) == 1 and text in BULLETS:
+                found.setdefault(page, []).append(line[0])
+    return frozenset(
+        i
+        for on_page in found.values()
+        for i in on_page
+        if len(on_page) >= BULLET_LINES or str(data["text"][i]).strip() in TRUE_BULLETS
+    )
+
+
+def _goes_on(
+    upper: list[list[int]], lower: list[list[int]], data: Mapping[str, Sequence[Any]], boxes: _Boxes
+) -> bool:
+    """Whether the ``lower`` paragraph (the first of a Tesseract block) goes on with the sentence the
+    ``upper`` one (the paragraph read just before, in another block) leaves open: Tesseract puts a list
+    item's last line, or a column's next lines, in a block of its own. Then the upper paragraph's last line
+    has three words or more and does not end a sentence; the lower one starts with a lower-case letter, or
+    under the text of the list item the upper one is (after its bullet: a hanging indent); on the same page,
+    at most :data:`JOIN_HEIGHTS` line heights below it, starting at most that far left or right of the upper
+    paragraph's last line, the two lines overlapping."""
+    last, first = upper[-1], lower[0]
+    if len(last) < 3 or first[0] in boxes.bullets or data["page_num"][last[0]] != data["page_num"][first[0]]:
+        return False
+    if _SENTENCE_END.search(str(data["text"][last[-1]]).strip()):
+        return False
+    x0, _, x1, y1 = boxes.span(last)
+    lx0, ly0, lx1, _ = boxes.span(first)
+    height = boxes.height(last)
+    item = upper[0]
+    hanging = item[0] in boxes.bullets and abs(lx0 - boxes.left[item[1]]) <= 0.5 * height
+    opening = next((c for c in str(data["text"][first[0]]) if c.isalpha()), "")
+    if not (opening.islower() or hanging):
+        return False
+    return (
+        0 <= ly0 - y1 <= JOIN_HEIGHTS * height
+        and abs(lx0 - x0) <= JOIN_HEIGHTS * height
+        and min(x1, lx1) > max(x0, lx0)
+    )
 
 
 @dataclass(frozen=True)
@@ -488,6 +551,7 @@ class _Boxes:
     hyphens: frozenset[int]  # the words cut by a hyphen (a letter, then ``-``)
     item_starts: frozenset[int] = frozenset()  # the words a line of a list of values may start with
     item_ends: frozenset[int] = frozenset()  # the words a line of a list of values may end with
+    bullets: frozenset[int] = frozenset()  # the words that are a list item's bullet (start a line)
 
     def text_ends_hyphen(self, word: int) -> bool:
         return word in self.hyphens
@@ -680,6 +744,8 @@ def _wraps(
     form's values, cells) fails that, unless each line is about as long as the paragraph's widest: such a
     list reads like a narrow column of prose (:func:`_cut_rows` then cuts it when it sits beside labels).
     """
+    if lower[0] in boxes.bullets:  # a list's next item
+        return False
     overlap = min(upper_box[2], lower_box[2]) - max(upper_box[0], lower_box[0])
     narrower = min(upper_box[2] - upper_box[0], lower_box[2] - lower_box[0])
     height = boxes.height(lower)
@@ -807,13 +873,15 @@ def _row_neighbour(
     return None
 
 
-def _block(data: Mapping[str, Sequence[Any]], lines: list[list[int]]) -> OcrBlock:
+def _block(
+    data: Mapping[str, Sequence[Any]], lines: list[list[int]], bullets: frozenset[int] = frozenset()
+) -> OcrBlock:
     rows = [i for line in lines for i in line]
     x0 = min(int(data["left"][i]) for i in rows)
     y0 = min(int(data["top"][i]) for i in rows)
     x1 = max(int(data["left"][i]) + int(data["width"][i]) for i in rows)
     y1 = max(int(data["top"][i]) + int(data["height"][i]) for i in rows)
-    texts = tuple(" ".join(str(data["text"][i]).strip() for i in line) for line in lines)
+    texts = tuple(" ".join(_word(data, i, bullets) for i in line) for line in lines)
     heights = [
         max(int(data["top"][i]) + int(data["height"][i]) for i in line)
         - min(int(data["top"][i]) for i in line)
@@ -827,6 +895,12 @@ def _block(data: Mapping[str, Sequence[Any]], lines: list[list[int]]) -> OcrBloc
         line_height=float(statistics.median(heights)),
         words=len(rows),
     )
+
+
+def _word(data: Mapping[str, Sequence[Any]], i: int, bullets: frozenset[int]) -> str:
+    """A word's text; a bullet Tesseract misread (``©``) as the bullet it is."""
+    text = str(data["text"][i]).strip()
+    return "•" if i in bullets and text not in TRUE_BULLETS else text
 
 
 def join_lines(lines: Sequence[str]) -> str:

@@ -375,6 +375,44 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
     assert light > 100 and before.crop(pressed.bbox).tobytes() != after.crop(pressed.bbox).tobytes()
 
 
+@needs_tesseract
+def test_a_real_scanned_page_keeps_list_items_and_sentences_whole() -> None:
+    """A real 300 dpi scan (OCRmyPDF's test page, a 1985 product sheet). Tesseract reads its small printed
+    bullets as ``¢``, ``©`` and ``®``, merges three list items into one paragraph, and puts the last line of
+    an item that wraps under its text (a hanging indent), or of a column's paragraph, in a block of its
+    own. Each list item is now one block that starts with a bullet written ``•``; a block that goes on with
+    the sentence above it joins it; the two columns stay apart. Known: the column's last sentence goes on at
+    the top of the next column ('simply use LOCATE'), which is left a block of its own."""
+    blocks = ocr.ocr_image(ocr.prepare(Image.open(REAL / "linn-sequencer.png")), "eng")
+    texts = [b.text for b in blocks]
+    items = [t for t in texts if t.startswith("• ")]
+    assert len(items) == 19, texts  # 9 in the first list, 10 in the second
+    assert not any(mark in t for t in texts for mark in "¢©®"), texts
+    for start, end in (
+        ("• Each of the 100 sequences", "plays up to 16 polyphonic synthesizers!"),
+        ("• Ultra-fast", "holds over 110,000 notes per disk!"),
+        ("• Exclusive REPEAT function", "pre-selected rhythmic value."),
+        ("• Simple, easy to learn operation", "If needed, the HELP button displays additional explanations."),
+        ("• Two FOOTSWITCH INPUTS", "including ERASE, REPEAT, PLAY/STOP, or LOCATE."),
+        (
+            "To record a sequence",
+            "only all timing errors will be corrected! (Timing correction may be adjusted or defeated).",
+        ),
+        (
+            "To erase a wrong note",
+            "Notes may also be added, erased, or changed using the SINGLE STEP function.",
+        ),
+    ):
+        assert any(t.startswith(start) and end in t for t in texts), (start, texts)
+    assert "• One or all tracks may be TRANSPOSED at the touch of a key." in texts  # not merged with the next
+    assert "• Exclusive real-time ERASE function makes editing FAST." in texts
+    starts_lower = [t for t in texts if t[:1].islower()]
+    assert [t.split()[0] for t in starts_lower] == ["simply", "linn"], starts_lower  # (the logo: 'Linn')
+    for block in blocks:  # the two columns, between the lists: the gutter is at about x=1265
+        if 1280 < block.bbox[1] < 2250:
+            assert block.bbox[2] < 1265 or block.bbox[0] > 1265, (block.text, block.bbox)
+
+
 def _words(rows: list[tuple[int, int, int, int, int, str]]) -> str:
     """TSV of words given as (block, line, left, top, width, text), all in paragraph 1, 20 px high."""
     return "\n".join(
@@ -464,6 +502,42 @@ def test_blocks_read_empty_are_read_again_on_their_own(monkeypatch: pytest.Monke
     assert asked == []
 
 
+def test_bullets_start_items_and_blocks_that_go_on_with_a_sentence_join_it() -> None:
+    """Synthetic TSV (20 px words): lines starting with a bullet alone are items of their own, misread
+    bullets written ``•`` where two lines or more start so, a lone ``©`` kept; a block Tesseract starts
+    under an open sentence joins it when it starts lower-case or under the item's text, not when the
+    sentence ended, when it starts with a capital at the margin, or when it is far below."""
+
+    def tsv(*rows: tuple[int, int, int, int, int, str]) -> list[str]:  # block, line, left, top, width, text
+        body = [_row(b, 1, line, n, x, y, w, t) for n, (b, line, x, y, w, t) in enumerate(rows)]
+        return [b.text for b in ocr.blocks_from_data(_tesseract._columns("\n".join([_HEADER, *body])))]
+
+    def item(
+        block: int, line: int, y: int, bullet: str, *words: str
+    ) -> list[tuple[int, int, int, int, int, str]]:
+        return [(block, line, 100, y, 12, bullet)] + [
+            (block, line, 130 + 70 * k, y, 60, w) for k, w in enumerate(words)
+        ]
+
+    listed = tsv(
+        *item(1, 1, 100, "¢", "One", "item", "here."), *item(1, 2, 130, "©", "Two", "items", "there.")
+    )
+    assert listed == ["• One item here.", "• Two items there."]
+    assert tsv(*item(1, 1, 100, "©", "2024", "Forat", "Electronics")) == ["© 2024 Forat Electronics"]
+    hanging = [
+        *item(1, 1, 100, "•", "Holds", "many", "notes"),
+        (2, 1, 130, 130, 60, "Per"),
+        (2, 1, 200, 130, 60, "disk!"),
+    ]
+    assert tsv(*hanging) == ["• Holds many notes Per disk!"]
+    prose = [(1, 1, 100 + 70 * k, 100, 60, w) for k, w in enumerate(["it", "will", "be"])]
+    assert tsv(*prose, (2, 1, 100, 130, 60, "gone.")) == ["it will be gone."]
+    assert tsv(*prose, (2, 1, 100, 130, 60, "Gone.")) == ["it will be", "Gone."]
+    assert tsv(*prose, (2, 1, 100, 300, 60, "gone.")) == ["it will be", "gone."]  # far below
+    ended = [(1, 1, 100 + 70 * k, 100, 60, w) for k, w in enumerate(["it", "is", "done."])]
+    assert tsv(*ended, (2, 1, 100, 130, 60, "gone.")) == ["it is done.", "gone."]
+
+
 def test_whole_lines_join_when_wrapped_even_double_spaced_and_stay_apart_when_not() -> None:
     words = [
         # a double-spaced paragraph (lines 60 px apart, 20 px high): each line full, so wrapped
@@ -504,14 +578,14 @@ def column_image(lines: Sequence[str]) -> Image.Image:
 def test_a_column_of_values_with_no_labels_beside_it_is_one_block_per_value() -> None:
     """Tesseract reads the column as one paragraph; the fit of each next line's first word said it was
     wrapped (lines of similar length), so it came back as ``John Smith 12 Oak Street Springfield`` and
-    ``555 0100 Blue Bank Ltd``. A narrow column of prose of the same shape stays one paragraph (but its
-    short last line, which Tesseract puts in a block of its own)."""
+    ``555 0100 Blue Bank Ltd``. A narrow column of prose of the same shape stays one paragraph, its short
+    last line too: Tesseract puts that line in a block of its own, and it was a paragraph of its own (the
+    sentence cut in two) before a block that goes on with the sentence above it was joined to it."""
     blocks = ocr.ocr_image(column_image(VALUES), "eng")
     assert [b.text for b in blocks] == VALUES
     assert all(b.lines == (b.text,) for b in blocks)
     prose = ocr.ocr_image(column_image(NARROW_PROSE), "eng")
-    assert prose[0].lines == tuple(NARROW_PROSE[:3]), [b.text for b in prose]
-    assert " ".join(b.text for b in prose) == " ".join(NARROW_PROSE)
+    assert [b.lines for b in prose] == [tuple(NARROW_PROSE)], [b.text for b in prose]
 
 
 def test_only_lines_that_end_and_start_as_items_are_read_as_a_list() -> None:
