@@ -11,6 +11,7 @@ is right-to-left text without libraqm (Pillow then cannot shape it).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,6 +176,26 @@ def _colours(
     return tuple(int(v) for v in background), tuple(int(v) for v in ink)
 
 
+def _free_right(
+    pixels: np.ndarray, region: tuple[int, int, int, int], background: Colour, limit: int, gap: int
+) -> int:
+    """How far right of ``region`` (up to ``limit``) its rows show nothing but ``background``: the x where
+    the first column with anything else on it starts (a word, a rule, an icon: on 15% of the rows or more),
+    less ``gap``."""
+    import numpy as np
+
+    x0, y0, x1, y1 = region
+    if limit <= x1:
+        return x1
+    strip = pixels[y0:y1, x1:limit, :3].astype(int)
+    marked = (np.abs(strip - np.array(background[:3])).sum(axis=2) >= 48).sum(axis=0)
+    busy = marked >= max(2, 0.15 * (y1 - y0))  # (a speck of a scan's dust is not)
+    if not busy.any():
+        return limit
+    first = int(np.argmax(busy))
+    return x1 + max(0, first - gap)
+
+
 def draw_translations(
     image: Image.Image, items: list[tuple[ocr.OcrBlock, str]], script: str, warns: list[str]
 ) -> Image.Image:
@@ -208,13 +229,30 @@ def draw_translations(
     draw = ImageDraw.Draw(work)
     plans = []
     overflow = 0
+    # the text's right edge on the page: its blocks' rightmost, or as far from the right edge as the
+    # leftmost is from the left one
+    margin = max(
+        *(block.bbox[2] for block, _ in items), work.width - min(block.bbox[0] for block, _ in items)
+    )
     for block, translation in items:
         pad = max(2, round(block.line_height * 0.2))
         x0, y0, x1, y1 = block.bbox
         region = (max(0, x0 - pad), max(0, y0 - pad), min(work.width, x1 + pad), min(work.height, y1 + pad))
         background, ink = _colours(pixels, block.bbox, region)
         width, height = region[2] - region[0], region[3] - region[1]
-        layout = fit_text(translation, font, width, height, round(block.line_height * 1.35))
+        # the source's own size in this font (its longest line's ink as tall as the lines read): the
+        # translation is never drawn larger
+        longest = max(block.lines or (block.text,), key=len)
+        cap = round(block.line_height * 1.35)
+        size = round(fit_text(longest, font, 1 << 20, math.ceil(block.line_height) + 1, cap).font.size)
+        layout = fit_text(translation, font, width, height, size)
+        if layout.font.size < size and len(block.lines) == 1 and not rtl:
+            # a line (a label, a list item) that had to shrink takes the free space to its right, an em
+            # short of whatever is there (a paragraph keeps its column's width)
+            free = _free_right(pixels, region, background, min(work.width, margin + pad), size)
+            if free > region[2]:
+                width = free - region[0]
+                layout = fit_text(translation, font, width, height, size)
         overflow += layout.height > height or layout.width > width
         plans.append((region, background, ink, layout))
     for region, background, _, _ in plans:

@@ -132,16 +132,17 @@ def test_png_boxes_translation_and_rendering(tmp_path: Path) -> None:
     assert after_image.format == "PNG" and after_image.size == (900, 300)
     after = np.asarray(after_image.convert("RGB")).astype(int)
     near = np.zeros(before.shape[:2], dtype=bool)
-    for box in report.boxes:
+    for number, box in enumerate(report.boxes):
         x0, y0, x1, y1 = (int(v) for v in box.bbox)
         assert (before[y0:y1, x0:x1] != after[y0:y1, x0:x1]).any(axis=2).mean() > 0.05
         margin = 15
-        near[max(0, y0 - margin) : y1 + margin, max(0, x0 - margin) : x1 + margin] = True
+        right = x1 + margin if number else None  # a one-line box's longer translation goes on to its right
+        near[max(0, y0 - margin) : y1 + margin, max(0, x0 - margin) : right] = True
     assert not (before != after).any(axis=2)[~near].any()  # nothing changed away from the boxes
     assert tuple(after[285, 450]) == (200, 230, 255)
 
     reread = ocr.ocr_image(after_image, "eng")
-    assert "[THE HOUSE IS RED.]" in [b.text for b in reread]
+    assert "[THEHOUSEISRED.]" in [b.text.replace(" ", "") for b in reread]  # (Tesseract may read "RED. ]")
     assert "SLEEPS" in " ".join(b.text for b in reread)
 
 
@@ -164,7 +165,7 @@ def test_multipage_tiff_comes_back_multipage(tmp_path: Path) -> None:
         assert getattr(out, "n_frames", 1) == 2
         out.seek(1)
         assert out.mode == "L"
-        assert "[THE CAT SLEEPS.]" in [b.text for b in ocr.ocr_image(out.copy(), "eng")]
+        assert "[THECATSLEEPS.]" in [b.text.replace(" ", "") for b in ocr.ocr_image(out.copy(), "eng")]
     with pytest.raises(InvalidRequest, match=r"\.tif"):
         images.ImageHandler().translate(source, tmp_path / "flat.png", translator, None)
 
@@ -373,3 +374,35 @@ def test_too_many_pages_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(images, "MAX_FRAMES", 2)
     with pytest.raises(DocumentTooLarge, match="3 pages"):
         images.inspect_image(source)
+
+
+def _ink_rows_and_right(image: Image.Image, box: tuple[int, int, int, int]) -> tuple[int, int]:
+    """The height of the dark ink inside ``box`` (rows with any) and its rightmost column."""
+    dark = np.asarray(image.convert("L").crop(box)) < 128
+    rows, columns = np.flatnonzero(dark.any(axis=1)), np.flatnonzero(dark.any(axis=0))
+    return int(rows[-1] - rows[0] + 1), int(box[0] + columns[-1])
+
+
+@needs_font
+def test_a_line_is_drawn_at_its_own_size_using_the_free_space_to_its_right() -> None:
+    """A one-line label whose translation is three times as long used to shrink into its own box (and a
+    short translation grew to a third larger than the source); now a translation is drawn at most at the
+    source's own size, and a line that would have to shrink first goes on into the free space to its right,
+    an em short of what is there (a rule), never over it."""
+    image = Image.new("RGB", (1200, 200), "white")
+    draw = ImageDraw.Draw(image)
+    draw.text((40, 40), "Name", font=ImageFont.truetype(str(DEJAVU), 40), fill="black")
+    draw.line((900, 0, 900, 200), fill="black", width=3)  # a rule the text must stop before
+    box = tuple(int(v) for v in draw.textbbox((40, 40), "Name", font=ImageFont.truetype(str(DEJAVU), 40)))
+    block = ocr.OcrBlock("Name", box, 95.0, ("Name",), float(box[3] - box[1]), 1)  # type: ignore[arg-type]
+    source_height, _ = _ink_rows_and_right(image, (0, 0, 880, 200))
+    warnings: list[str] = []
+    longer = render.draw_translations(image, [(block, "Nombre completo del titular")], "Latn", warnings)
+    height, right = _ink_rows_and_right(longer, (0, 0, 880, 200))
+    assert height >= 0.85 * source_height, (height, source_height)  # not shrunk into "Name"'s box
+    assert box[2] + 200 < right < 900 - 20  # on to the right, short of the rule
+    assert (np.asarray(longer)[:, 899:902] == np.asarray(image)[:, 899:902]).all()  # the rule untouched
+    shorter = render.draw_translations(image, [(block, "Nom")], "Latn", warnings)
+    height, _ = _ink_rows_and_right(shorter, (0, 0, 880, 200))
+    assert height <= 1.1 * source_height, (height, source_height)  # not drawn larger than the source
+    assert warnings == []
