@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from dragoman.documents._ocr_words import bullet_words, read_empty_blocks, without_icons, word_text
 from dragoman.documents._tesseract import apt_package as apt_package
 from dragoman.documents._tesseract import image_to_data, installed
 from dragoman.documents._tesseract import refresh as refresh
@@ -105,30 +106,6 @@ LIST_MIN_LINES = 3
 _CONTINUES = ",-\u2010\u2013\u2014/&+("
 #: Punctuation stripped from a line's last word before its case is looked at (``lid.`` is ``lid``).
 _CLOSING = ".:;!?\"')]\u201d\u2019\u00bb"
-
-#: An icon Tesseract reads as a letter or a mark before a line's text (:func:`_icons`): a word of at most
-#: ICON_CHARS characters, ICON_HEIGHT times as tall as the line's other words (their median) or more, and
-#: apart from the next word by ICON_GAP of their height or more (a drop cap is set against its word).
-ICON_CHARS = 2
-ICON_HEIGHT = 1.5
-ICON_GAP = 0.8
-
-#: A list item's bullet as Tesseract reads it at the start of a line: the bullets themselves, and the
-#: symbols it takes a printed bullet for (a scanned manual's bullets came back as ``¢``, ``©``, ``®``, ``*``).
-#: A line that starts with one of these alone, before a word, starts a paragraph (:func:`_wraps`); where
-#: :data:`BULLET_LINES` lines or more of a page do, the misread ones are written ``•`` again.
-BULLETS = frozenset("•·◦▪▫‣⁃∙●○■□-*¢©®")
-TRUE_BULLETS = frozenset("•·◦▪▫‣⁃∙●○■□-")
-BULLET_LINES = 2
-
-#: Blocks Tesseract found but read no word in, read again on their own (:func:`read_empty_blocks`): at
-#: most SECOND_LOOKS an image, of a height in SECOND_LOOK_HEIGHTS (px: a line of text or a few, not a
-#: photo), cropped with SECOND_LOOK_MARGIN px around; kept when their words' mean confidence is at least
-#: SECOND_LOOK_CONFIDENCE.
-SECOND_LOOKS = 8
-SECOND_LOOK_HEIGHTS = (8, 200)
-SECOND_LOOK_MARGIN = 6
-SECOND_LOOK_CONFIDENCE = 60
 
 #: Ruling lines (:func:`erase_rules`): pixels darker than this (0-255) in a straight run at least
 #: RULE_FRACTION of the image's side long (and MIN_RULE_PX) and at most MAX_RULE_PX thick. Images over
@@ -309,105 +286,6 @@ def ocr_image(
     return blocks
 
 
-def read_empty_blocks(
-    image: Image.Image, data: dict[str, list[Any]], tesseract_lang: str, deadline: float
-) -> dict[str, list[Any]]:
-    """``data`` with the words of the blocks Tesseract found but read nothing in, each read again on its
-    own. Its thresholding is made for the whole page, and light text on a colour (a button's white on
-    green) can fall on the wrong side of it: the block is found, its words are not. Each such block the
-    size of a line or a few (:data:`SECOND_LOOK_HEIGHTS`, as wide as high or wider, at most
-    :data:`SECOND_LOOKS` an image) is cropped with a margin and read as one block of text; what comes back
-    with letters and a mean confidence of :data:`SECOND_LOOK_CONFIDENCE` or more joins the page's words as
-    a block of its own. The reads share what is left of the OCR's time."""
-    levels, texts, confs = data.get("level", []), data.get("text", []), data.get("conf", [])
-    worded = {
-        (data["page_num"][i], data["block_num"][i])
-        for i, level in enumerate(levels)
-        if level == 5 and str(texts[i]).strip() and float(confs[i]) >= 0
-    }
-    low, high = SECOND_LOOK_HEIGHTS
-    empty = [
-        i
-        for i, level in enumerate(levels)
-        if level == 2
-        and (data["page_num"][i], data["block_num"][i]) not in worded
-        and low <= int(data["height"][i]) <= high
-        and int(data["width"][i]) >= int(data["height"][i])
-    ][:SECOND_LOOKS]
-    next_block = max((int(b) for b in data.get("block_num", [0])), default=0) + 1
-    for i in empty:
-        left, top = int(data["left"][i]), int(data["top"][i])
-        box = (
-            max(0, left - SECOND_LOOK_MARGIN),
-            max(0, top - SECOND_LOOK_MARGIN),
-            min(image.width, left + int(data["width"][i]) + SECOND_LOOK_MARGIN),
-            min(image.height, top + int(data["height"][i]) + SECOND_LOOK_MARGIN),
-        )
-        remaining = deadline - time.monotonic()
-        if remaining < 1:
-            log.debug("OCR: no time left to read %d empty block(s) again", len(empty))
-            break
-        found = image_to_data(
-            image.crop(box), tesseract_lang, 0 if math.isinf(remaining) else remaining, psm=6
-        )
-        words = [
-            j
-            for j, level in enumerate(found.get("level", []))
-            if level == 5 and str(found["text"][j]).strip() and float(found["conf"][j]) >= 0
-        ]
-        if (
-            not words
-            or not any(c.isalpha() for j in words for c in str(found["text"][j]))
-            or statistics.fmean(float(found["conf"][j]) for j in words) < SECOND_LOOK_CONFIDENCE
-        ):
-            continue
-        shift = {"left": box[0], "top": box[1]}
-        for j in words:
-            for key, column in data.items():
-                if key == "page_num":
-                    column.append(data["page_num"][i])
-                elif key == "block_num":
-                    column.append(next_block + int(found["block_num"][j]))
-                else:
-                    value = found.get(key, [0] * len(found["level"]))[j]
-                    column.append(int(value) + shift[key] if key in shift else value)
-        next_block += max(int(found["block_num"][j]) for j in words) + 1
-    return data
-
-
-def _icons(
-    line: list[int],
-    texts: Sequence[Any],
-    left: list[int],
-    top: list[int],
-    right: list[int],
-    bottom: list[int],
-) -> list[int]:
-    """A line's words (its word rows, in order) without the icons Tesseract read as a letter or a mark (a
-    screenshot's info, help or avatar symbol): a word of at most :data:`ICON_CHARS` characters,
-    :data:`ICON_HEIGHT` times as tall as the line's other words or more, that starts the line or a part of
-    it (after a gap of :data:`ICON_GAP` of their height or more) and is as far from the next word. Left out
-    of the text, the icon stays in the image: the translation is painted over the words' boxes only."""
-    if len(line) < 2:
-        return line
-    height = statistics.median(bottom[i] - top[i] for i in line)
-    if height <= 0:
-        return line
-    gap = ICON_GAP * height
-    kept = []
-    for position, i in enumerate(line):
-        icon = (
-            position + 1 < len(line)
-            and len(str(texts[i]).strip()) <= ICON_CHARS
-            and bottom[i] - top[i] >= ICON_HEIGHT * height
-            and (position == 0 or left[i] - right[line[position - 1]] >= gap)
-            and left[line[position + 1]] - right[i] >= gap
-        )
-        if not icon:
-            kept.append(i)
-    return kept
-
-
 def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     """Group the word rows of Tesseract's TSV (as columns, see :func:`._tesseract.image_to_data`) into
     paragraphs, in reading order (Tesseract's block, paragraph, line and word numbers).
@@ -437,8 +315,8 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     bottom = [int(y) + int(h) for y, h in zip(data["top"], data["height"], strict=True)]
     for numbered in lines.values():
         for number, line in numbered.items():
-            numbered[number] = _icons(line, data["text"], left, top, right, bottom)
-    bullets = _bullets(lines, data)
+            numbered[number] = without_icons(line, data["text"], left, top, right, bottom)
+    bullets = bullet_words(lines, data)
     hyphens = frozenset(i for i, text in enumerate(data["text"]) if _HYPHENATED.search(str(text).strip()))
     words = [(i, str(text).strip()) for i, text in enumerate(data["text"]) if int(data["level"][i]) == 5]
     boxes = _Boxes(
@@ -488,26 +366,6 @@ def blocks_from_data(data: Mapping[str, Sequence[Any]]) -> list[OcrBlock]:
     pages = [int(data["page_num"][chain[0][0]]) for chain in chains]
     chains = _rows_in_order(_cut_rows(chains, pages, boxes), boxes)
     return [_block(data, chain, bullets) for chain in chains]
-
-
-def _bullets(
-    lines: Mapping[tuple[int, int, int], Mapping[int, list[int]]], data: Mapping[str, Sequence[Any]]
-) -> frozenset[int]:
-    """The words that are a list item's bullet: one of :data:`BULLETS` alone at the start of a line, before
-    a word. A misread bullet (``©``, ``¢``) counts only where :data:`BULLET_LINES` lines or more of its page
-    start so; a dash or a bullet counts always."""
-    found: dict[int, list[int]] = {}
-    for (page, _, _), numbered in lines.items():
-        for line in numbered.values():
-            text = str(data["text"][line[0]]).strip()
-            if len(line) > 1 and len(text) == 1 and text in BULLETS:
-                found.setdefault(page, []).append(line[0])
-    return frozenset(
-        i
-        for on_page in found.values()
-        for i in on_page
-        if len(on_page) >= BULLET_LINES or str(data["text"][i]).strip() in TRUE_BULLETS
-    )
 
 
 def _goes_on(
@@ -881,7 +739,7 @@ def _block(
     y0 = min(int(data["top"][i]) for i in rows)
     x1 = max(int(data["left"][i]) + int(data["width"][i]) for i in rows)
     y1 = max(int(data["top"][i]) + int(data["height"][i]) for i in rows)
-    texts = tuple(" ".join(_word(data, i, bullets) for i in line) for line in lines)
+    texts = tuple(" ".join(word_text(data, i, bullets) for i in line) for line in lines)
     heights = [
         max(int(data["top"][i]) + int(data["height"][i]) for i in line)
         - min(int(data["top"][i]) for i in line)
@@ -895,12 +753,6 @@ def _block(
         line_height=float(statistics.median(heights)),
         words=len(rows),
     )
-
-
-def _word(data: Mapping[str, Sequence[Any]], i: int, bullets: frozenset[int]) -> str:
-    """A word's text; a bullet Tesseract misread (``©``) as the bullet it is."""
-    text = str(data["text"][i]).strip()
-    return "•" if i in bullets and text not in TRUE_BULLETS else text
 
 
 def join_lines(lines: Sequence[str]) -> str:

@@ -27,7 +27,7 @@ from fake_backend_support import fake_engine, shout
 from growth import assert_linear
 from PIL import Image, ImageDraw, ImageFont
 
-from dragoman.documents import _tesseract, images, ocr
+from dragoman.documents import _ocr_words, _tesseract, images, ocr
 from dragoman.documents.pdf import PdfHandler
 from dragoman.pipelines import translate_file as files
 from dragoman.testing.fakes import FakeTranslator
@@ -323,13 +323,13 @@ def test_a_real_form_screenshot_keeps_its_sidebar_apart_and_its_names(
     sidebar beside it come back as separate blocks (none crosses the gutter between them), the headings,
     the prose and the button apart, each translated on its own. The white-on-green button ('Authorize
     application' at the bottom) was not read: Tesseract found its block and no word in it; that block is now
-    read again on its own (ocr.read_empty_blocks). Known gaps: the avatar (as tall as its text) and the
+    read again on its own (_ocr_words.read_empty_blocks). Known gaps: the avatar (as tall as its text) and the
     chevron come back as letters. The domain and the handle in its prose (crates.io,
     @rust-lang) come back as written: a model upper-casing every word it may change changed them before
     two-part names with a web domain or file extension and handles were taken for code (identifiers.py).
     The team and info icons before a line's text were read as 'i' and '@' and painted over with those
-    letters; now they are left out of the text (ocr._icons) and stay in the image, and a block whose
-    translation is its own text (the sidebar's bold 'crates.io') keeps its original pixels."""
+    letters; now they are left out of the text (_ocr_words.without_icons) and stay in the image, and a
+    block whose translation is its own text (the sidebar's bold 'crates.io') keeps its original pixels."""
     source = tmp_path / "acl.png"
     shutil.copy(REAL / "cargo-auth-level-acl.png", source)
     blocks = ocr.ocr_image(ocr.prepare(Image.open(source)), "eng")
@@ -483,22 +483,22 @@ def test_blocks_read_empty_are_read_again_on_their_own(monkeypatch: pytest.Monke
         asked.append((image.size, timeout, psm))
         return answers.get(image.size, rows((5, 1, 1, 1, 1, 1, 3, 3, 20, 16, 95, "--")))
 
-    monkeypatch.setattr(ocr, "image_to_data", fake)
+    monkeypatch.setattr(_ocr_words, "image_to_data", fake)
     image = Image.new("RGB", (800, 800), "white")
-    data = ocr.read_empty_blocks(image, {k: list(v) for k, v in page.items()}, "eng", math.inf)
+    data = _ocr_words.read_empty_blocks(image, {k: list(v) for k, v in page.items()}, "eng", math.inf)
     assert asked == [((212, 52), 0, 6)]  # the button alone, as one block, with no time limit
     words = [(data["block_num"][i], data["left"][i], data["top"][i], data["text"][i]) for i in range(5, 7)]
     assert words == [(6, 74, 106, "Press"), (6, 144, 106, "me")]  # (50-6+30, 100-6+12): where they are
     assert [b.text for b in ocr.blocks_from_data(data)] == ["Title", "Press me"]
 
     answers[(212, 52)] = rows((5, 1, 1, 1, 1, 1, 30, 12, 60, 16, 40, "Prcss"))  # unsure: nothing added
-    assert ocr.read_empty_blocks(image, {k: list(v) for k, v in page.items()}, "eng", math.inf) == page
+    assert _ocr_words.read_empty_blocks(image, {k: list(v) for k, v in page.items()}, "eng", math.inf) == page
     many = rows(*[(2, 1, b, 0, 0, 0, 10, 30 * b, 100, 20, -1, "") for b in range(1, 21)])
     asked.clear()
-    ocr.read_empty_blocks(image, many, "eng", time.monotonic() + 60)
-    assert len(asked) == ocr.SECOND_LOOKS and all(0 < timeout <= 60 for _, timeout, _ in asked)
+    _ocr_words.read_empty_blocks(image, many, "eng", time.monotonic() + 60)
+    assert len(asked) == _ocr_words.SECOND_LOOKS and all(0 < timeout <= 60 for _, timeout, _ in asked)
     asked.clear()
-    ocr.read_empty_blocks(image, many, "eng", time.monotonic() + 0.5)  # less than a second left
+    _ocr_words.read_empty_blocks(image, many, "eng", time.monotonic() + 0.5)  # less than a second left
     assert asked == []
 
 
