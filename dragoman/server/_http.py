@@ -317,18 +317,32 @@ PLACE_CHECK_SECONDS = 0.05
 
 class _Places:
     """``count`` places for engine work. New requests take one in arrival order; a thread coming back from
-    the batcher (its request is nearly done) goes before them."""
+    the batcher (its request is nearly done) goes before them.
+
+    A place given back wakes one thread: the first of those coming back, else the first in line (each
+    waits on a condition of its own over one lock). Waking every waiter at each change cost CPU that grew
+    with the queue; a waiter still wakes every :data:`PLACE_CHECK_SECONDS` to check its context."""
 
     def __init__(self, count: int) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._free = count
         self._back = 0  # threads waiting to take a place back
-        self._line: deque[object] = deque()  # new requests waiting, in arrival order
+        self._backs = threading.Condition(self._lock)
+        self._line: deque[threading.Condition] = deque()  # new requests waiting, in arrival order
+
+    def _wake(self) -> None:
+        """Wake the thread that may take a free place now (the lock held)."""
+        if self._free <= 0:
+            return
+        if self._back:
+            self._backs.notify()
+        elif self._line:
+            self._line[0].notify()
 
     def enter(self, context: JobContext) -> None:
         """Wait for a place (first come, first served); raises when ``context`` stops meanwhile."""
-        ticket = object()
-        with self._cond:
+        ticket = threading.Condition(self._lock)
+        with self._lock:
             self._line.append(ticket)
             try:
                 while True:
@@ -336,26 +350,27 @@ class _Places:
                     if self._free > 0 and not self._back and self._line[0] is ticket:
                         self._free -= 1
                         return
-                    self._cond.wait(PLACE_CHECK_SECONDS)
+                    ticket.wait(PLACE_CHECK_SECONDS)
             finally:
                 self._line.remove(ticket)
-                self._cond.notify_all()  # the next in line may go (or may no longer be blocked by this one)
+                self._wake()  # the next in line may go (or may no longer be blocked by this one)
 
     def back(self) -> None:
         """Wait for a place, before any new request."""
-        with self._cond:
+        with self._lock:
             self._back += 1
             try:
                 while self._free <= 0:
-                    self._cond.wait()
+                    self._backs.wait()
             finally:
                 self._back -= 1
             self._free -= 1
+            self._wake()
 
     def give(self) -> None:
-        with self._cond:
+        with self._lock:
             self._free += 1
-            self._cond.notify_all()
+            self._wake()
 
 
 class _Place:
