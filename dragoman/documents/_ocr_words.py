@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("dragoman.documents.ocr")
 
 #: An icon Tesseract reads as a letter or a mark before a line's text (:func:`without_icons`): a word of
-#: at most ICON_CHARS characters, ICON_HEIGHT times as tall as the line's other words (their median) or
-#: more, and apart from the next word by ICON_GAP of their height or more (a drop cap is set against its
-#: word).
+#: at most ICON_CHARS characters, ICON_HEIGHT times the median height of the line's words (itself
+#: included) or more, and apart from the next word by ICON_GAP of that height or more (a drop cap is set
+#: against its word).
 ICON_CHARS = 2
 ICON_HEIGHT = 1.5
 ICON_GAP = 0.8
@@ -72,7 +72,7 @@ def read_empty_blocks(
         and int(data["width"][i]) >= int(data["height"][i])
     ][:SECOND_LOOKS]
     next_block = max((int(b) for b in data.get("block_num", [0])), default=0) + 1
-    for i in empty:
+    for done, i in enumerate(empty):
         left, top = int(data["left"][i]), int(data["top"][i])
         box = (
             max(0, left - SECOND_LOOK_MARGIN),
@@ -82,7 +82,7 @@ def read_empty_blocks(
         )
         remaining = deadline - time.monotonic()
         if remaining < 1:
-            log.debug("OCR: no time left to read %d empty block(s) again", len(empty))
+            log.debug("OCR: no time left to read %d empty block(s) again", len(empty) - done)
             break
         found = image_to_data(
             image.crop(box), tesseract_lang, 0 if math.isinf(remaining) else remaining, psm=6
@@ -122,9 +122,11 @@ def without_icons(
 ) -> list[int]:
     """A line's words (its word rows, in order) without the icons Tesseract read as a letter or a mark (a
     screenshot's info, help or avatar symbol): a word of at most :data:`ICON_CHARS` characters,
-    :data:`ICON_HEIGHT` times as tall as the line's other words or more, that starts the line or a part of
-    it (after a gap of :data:`ICON_GAP` of their height or more) and is as far from the next word. Left out
-    of the text, the icon stays in the image: the translation is painted over the words' boxes only."""
+    :data:`ICON_HEIGHT` times the median height of the line's words or more (the median counts the icon
+    too, so in a line of two words only an icon three times as tall as the word is found), that starts the
+    line or a part of it (after a gap of :data:`ICON_GAP` of that height or more) and is as far from the
+    next word. Left out of the text, the icon stays in the image: the translation is painted over the
+    words' boxes only."""
     if len(line) < 2:
         return line
     height = statistics.median(bottom[i] - top[i] for i in line)
