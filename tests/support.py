@@ -3,12 +3,15 @@ and says which Debian package installs it (``make test`` installs them where apt
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
 import pytest
 
 from dragoman.settings import Settings
+from dragoman.translation.engine import CHUNK_CHARS, CHUNK_SEGMENTS
+from dragoman.translation.segmentation import segment
 
 APERTIUM_MODES = Path("/usr/share/apertium/modes")
 HAVE_APERTIUM = shutil.which("lt-proc") is not None and (APERTIUM_MODES / "eng-spa.mode").is_file()
@@ -33,3 +36,11 @@ def isolated_settings(root: Path, *, apertium: bool = False) -> Settings:
             "DRAGOMAN_APERTIUM": "1" if apertium else "0",
         }
     )
+
+
+def chunks_of(text: str) -> int:
+    """At least how many backend calls the whole of ``text`` takes (its distinct segments, by count and
+    by characters per engine chunk; the batcher may split a chunk further)."""
+    distinct = set(segment(text).sentences)
+    by_count = len(distinct) / CHUNK_SEGMENTS
+    return math.ceil(max(by_count, sum(len(s) for s in distinct) / CHUNK_CHARS))

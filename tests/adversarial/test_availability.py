@@ -12,7 +12,6 @@ ignores its deadline).
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import threading
@@ -25,7 +24,7 @@ import anyio
 import httpx
 import pytest
 from mcp_support import hooked, stdio_session, structured
-from support import isolated_settings
+from support import chunks_of, isolated_settings
 
 from dragoman.limits import MAX_TEXT_CHARS
 from dragoman.server.daemon.app import create_app
@@ -33,8 +32,7 @@ from dragoman.settings import Settings
 from dragoman.testing.daemon import BackgroundDaemon
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
-from dragoman.translation.engine import CHUNK_SEGMENTS, Engine
-from dragoman.translation.segmentation import segment
+from dragoman.translation.engine import Engine
 from dragoman.translation.types import Pieces
 
 #: How long ``/health`` or ``ping`` may take while the largest request runs (expected: milliseconds).
@@ -42,6 +40,8 @@ ANSWER_BOUND = 2.0
 #: The daemon's request timeout in the deadline test, and how late its 504 may come.
 DEADLINE = 1.5
 DEADLINE_SLACK = 5.0
+#: The least time a backend call takes in the deadline test (a base-size pack's call takes 0.1-1 s).
+CALL_SECONDS = 0.08
 #: Backend calls of the large MCP call during which pings are sent.
 PINGED_CALLS = 8
 
@@ -69,11 +69,6 @@ def adversarial_text(size: int = MAX_TEXT_CHARS) -> str:
     return "".join(parts)[:size]
 
 
-def chunks_of(text: str) -> int:
-    """About how many backend calls the whole of ``text`` takes (its distinct segments, per chunk)."""
-    return math.ceil(len(set(segment(text).sentences)) / CHUNK_SEGMENTS)
-
-
 # ----- the daemon ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
@@ -90,12 +85,16 @@ def engine(settings: Settings) -> Iterator[Engine]:
 
 @pytest.fixture
 def backend_calls(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The instants at which the CTranslate2 backend is called (the engine's units of model work)."""
+    """The instants at which the CTranslate2 backend is called (the engine's units of model work). Each
+    call takes at least :data:`CALL_SECONDS`, as a real pack's would: the tiny pack is so fast that, on a
+    quick machine, most of the text was translated before the deadline and the test read that as work
+    not stopped."""
     calls: list[float] = []
     original = CTranslate2Backend.translate_batch
 
     def counted(self: CTranslate2Backend, batch: Sequence[Pieces], source: str, target: str) -> Any:
         calls.append(time.monotonic())
+        time.sleep(CALL_SECONDS)
         return original(self, batch, source, target)
 
     monkeypatch.setattr(CTranslate2Backend, "translate_batch", counted)

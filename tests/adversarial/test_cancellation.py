@@ -11,7 +11,6 @@ more (the fakes count calls), the next OCR page is never read.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ import anyio
 import pytest
 from mcp_support import hooked, stdio_session, structured
 from PIL import Image
-from support import isolated_settings
+from support import chunks_of, isolated_settings
 
 from dragoman.documents import ocr
 from dragoman.errors import Cancelled, EngineTimeout
@@ -38,9 +37,8 @@ from dragoman.server._http import EnginePool
 from dragoman.settings import Settings
 from dragoman.testing.tinypack import build_argos_pack
 from dragoman.translation.backends.ctranslate2_backend import CTranslate2Backend
-from dragoman.translation.engine import CHECK_EVERY, CHUNK_CHARS, CHUNK_SEGMENTS, MAX_SEGMENT_CHARS, Engine
+from dragoman.translation.engine import CHECK_EVERY, CHUNK_CHARS, MAX_SEGMENT_CHARS, Engine
 from dragoman.translation.protection import protect as real_protect
-from dragoman.translation.segmentation import segment
 from dragoman.translation.types import Pieces, Protected, TranslateOptions
 
 EN_ES = TranslateOptions("es", "en")
@@ -66,13 +64,6 @@ def one_sentence(size: int = MAX_TEXT_CHARS) -> str:
     """``size`` characters with no sentence boundary at all: one segment, unterminated placeholders in it."""
     words = (f"word{n} {{{{x and <b here " for n in range(size // 10))
     return "".join(words)[:size]
-
-
-def chunks_of(text: str) -> int:
-    """At least how many backend calls the whole of ``text`` takes."""
-    layout = segment(text)
-    by_count = len(set(layout.sentences)) / CHUNK_SEGMENTS
-    return math.ceil(max(by_count, sum(len(s) for s in set(layout.sentences)) / CHUNK_CHARS))
 
 
 # ----- the engine ------------------------------------------------------------------------------------
