@@ -20,9 +20,10 @@ text-embeddings-inference's queue sit in front of a model:
   one). A lone client's lane never waits.
 - **Fairness.** The queue is served round-robin between callers, one segment at a time: one caller's 256
   segments share every batch with the single-text callers that arrived behind them, never starve them.
-- **Isolation.** Each caller gets back exactly its own translations in order and its own notes; when a
-  merged call fails, or reports notes that cannot be told apart, each caller's part is run again on its
-  own, so only the caller whose segments fail gets the error. A caller waiting in the queue sleeps until
+- **Isolation.** Each caller gets back exactly its own translations in order and its own notes (split by
+  segment when the backend reports them so: ``BatchOutput.segment_notes``); when a merged call fails, or
+  reports notes that cannot be told apart, each caller's part is run again on its own, so only the caller
+  whose segments fail gets the error. A caller waiting in the queue sleeps until
   it is woken: by its results, its error, its designation as leader, its
   :class:`~dragoman.progress.JobContext`'s cancel token (:meth:`~dragoman.progress.CancelToken.on_cancel`)
   or its deadline passing; then it leaves the queue at once if its context stops it. A leader waiting for
@@ -33,8 +34,11 @@ text-embeddings-inference's queue sit in front of a model:
 - **Bounded.** At most ``max_queued`` segments wait per lane; beyond it a caller is refused
   (:class:`~dragoman.errors.Saturated`).
 
-Backends that gain nothing (Apertium: one warm pipeline per pair, a batch is one stream already) say so
-with ``coalesces = False`` (or by not having the attribute) and are called directly.
+Both kinds of backend gain. A CTranslate2 model's call grows far slower than its batch. An Apertium pair's
+one warm pipeline serves one call at a time, and a call's round trip through its dozen stage processes
+costs little more for eight segments in one stream than for one (with 8 concurrent callers, merging them
+doubles the rate). A backend that gains nothing says so with ``coalesces = False`` (or by not having the
+attribute) and is called directly.
 
 **Front doors with a bounded set of engine places** (the daemon's :class:`~dragoman.server._http.EnginePool`
 lets ``workers`` requests do engine work at once) would let only that many callers ever meet here. A thread
@@ -49,7 +53,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -482,7 +486,7 @@ class Batcher:
             if len(owners) == 1:
                 request, indexes = next(iter(owners.items()))
                 parts[request] = (indexes, merged)
-            elif isinstance(merged, BaseException) or merged.notes:
+            elif isinstance(merged, BaseException) or (merged.notes and not _attributed(merged)):
                 for request, indexes in owners.items():  # whose segments failed, whose notes are whose
                     try:
                         own = [request.segments[i] for i in indexes]
@@ -496,10 +500,15 @@ class Batcher:
                     self._reruns += len(owners)
             else:
                 texts_of: dict[_Request, list[str]] = {request: [] for request in owners}
-                for (request, _), text in zip(items, merged.texts, strict=True):
+                notes_of: dict[_Request, dict[str, int]] = {request: {} for request in owners}
+                each: tuple[Mapping[str, int], ...] = merged.segment_notes or ({},) * len(items)
+                for (request, _), text, noted in zip(items, merged.texts, each, strict=True):
                     texts_of[request].append(text)
+                    mine = notes_of[request]
+                    for code, count in noted.items():
+                        mine[code] = mine.get(code, 0) + count
                 for request, indexes in owners.items():
-                    parts[request] = (indexes, BatchOutput(tuple(texts_of[request])))
+                    parts[request] = (indexes, BatchOutput(tuple(texts_of[request]), notes_of[request]))
         except BaseException as exc:  # interrupted: nobody may wait for these segments forever
             for request, indexes in owners.items():
                 parts.setdefault(request, (indexes, exc))
@@ -538,6 +547,19 @@ class Batcher:
 
 def _nothing() -> None:
     return None
+
+
+def _attributed(output: BatchOutput) -> bool:
+    """Whether ``output``'s notes are told segment by segment (and add up): then each caller of a merged
+    call gets its own segments' notes, with no second call."""
+    each = output.segment_notes
+    if each is None or len(each) != len(output.texts):
+        return False
+    total: dict[str, int] = {}
+    for own in each:
+        for code, count in own.items():
+            total[code] = total.get(code, 0) + count
+    return total == {code: count for code, count in output.notes.items() if count}
 
 
 def _checked(output: BatchOutput, expected: int) -> BatchOutput:

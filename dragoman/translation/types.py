@@ -113,11 +113,14 @@ class BatchOutput:
 
     ``notes`` counts what the caller should know, by warning code (Apertium: ``unknown_words``, the words
     it left untranslated); codes with nothing to report are left out. The engine sums them per hop and
-    turns them into result warnings.
+    turns them into result warnings. ``segment_notes``, when the backend can tell, are the same counts
+    segment by segment (one mapping per segment, summing to ``notes``): the engine's batcher then hands
+    each caller of a merged call its own notes, instead of running each caller's part again to learn them.
     """
 
     texts: tuple[str, ...]
     notes: Mapping[str, int] = field(default_factory=dict)
+    segment_notes: tuple[Mapping[str, int], ...] | None = None
 
 
 @dataclass(frozen=True)

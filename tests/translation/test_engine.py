@@ -313,6 +313,58 @@ def test_apertium_unknown_words_are_reported(engine: Engine) -> None:
     )
 
 
+@needs_apertium
+def test_concurrent_apertium_callers_share_one_pipeline_call_each_with_its_own_warnings(
+    engine: Engine,
+) -> None:
+    # Apertium's one warm pipeline serves one call at a time: callers that arrive while it is busy are
+    # merged into its next call (one stream), and each gets its own translation and its own warnings,
+    # split by segment, with no second call to learn whose unknown word it was.
+    texts = [f"The house number {i} is red." for i in range(6)] + ["The flibbertigibbet house is red."]
+    options = TranslateOptions("es", source="en")
+    alone = [engine.translate(t, options) for t in texts]
+    backend = engine.pack_cache.backend("apertium-eng-spa")
+    inner = backend.translate_batch
+    gate, entered, calls = threading.Event(), threading.Event(), []
+
+    def held_first(batch: Any, source: str, target: str) -> BatchOutput:
+        calls.append(len(batch))
+        if len(calls) == 1:
+            entered.set()
+            assert gate.wait(10)
+        return inner(batch, source, target)
+
+    backend.translate_batch = held_first  # type: ignore[method-assign]
+    results: dict[int, Any] = {}
+
+    def call(i: int) -> None:
+        results[i] = engine.translate(texts[i], options)
+
+    blocker = threading.Thread(target=engine.translate, args=("The dog is big.", options))
+    blocker.start()
+    assert entered.wait(10)
+    before = engine.batcher.stats()
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while engine.batcher.stats()["waiting_callers"] < len(texts):
+        assert time.monotonic() < deadline, engine.batcher.stats()
+        time.sleep(0.002)
+    gate.set()
+    for t in [blocker, *threads]:
+        t.join(10)
+    assert calls == [1, len(texts)]  # the blocker's call, then one for all seven callers
+    for i, single in enumerate(alone):
+        assert results[i].translation == single.translation
+        assert results[i].warnings == single.warnings
+    assert results[6].warnings == (
+        "unknown_words: apertium-eng-spa left 1 word(s) it does not know untranslated",
+    )
+    stats = engine.batcher.stats()
+    assert stats["reruns"] == before["reruns"] and stats["merged_batches"] == before["merged_batches"] + 1
+
+
 # ----- stateless about users: options in, options echoed ------------------------------------------------
 def test_engines_take_only_the_entries_they_are_given(packs_dir: Path, tiny_argos_pack: Path) -> None:
     # A glossary file set for the process (DRAGOMAN_GLOSSARY) is a front door's, never the engine's: two

@@ -503,6 +503,14 @@ class _Owner:
     """A backend's key in the pipeline pool (not the backend itself, which the pool must not keep alive)."""
 
 
+def _notes_of(out: ApertiumOutput) -> dict[str, int]:
+    """One segment's notes: the words it left unknown, and whether it was left as written."""
+    notes = {"unknown_words": len(out.unknown_words)} if out.unknown_words else {}
+    if out.untranslated:
+        notes[UNTRANSLATED_SEGMENTS] = 1
+    return notes
+
+
 class ApertiumBackend:
     """One Apertium mode behind a warm pipeline; one request at a time, restarted when it dies.
 
@@ -511,8 +519,12 @@ class ApertiumBackend:
     pipeline. A pipeline closed by the pool starts again at the next call.
     """
 
-    #: A batch is one stream through the warm pipeline already: the engine's batcher leaves it alone.
-    coalesces = False
+    #: The pipeline serves one call at a time, and a call's round trip through a dozen stage processes
+    #: costs little more for eight segments than for one: the engine's batcher merges concurrent callers'
+    #: segments into one stream (one call at a time: ``parallel_calls``), which about doubles the rate at 8
+    #: callers (``benchmarks/daemon.py --batching-off``, README "Measured").
+    coalesces = True
+    parallel_calls = 1
 
     def __init__(
         self,
@@ -543,12 +555,12 @@ class ApertiumBackend:
     def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
         """The translations, and ``unknown_words`` in the notes: how many words were left untranslated."""
         outputs = self.translate_batch_detailed(batch, source, target)
-        unknown = sum(len(out.unknown_words) for out in outputs)
-        failed = sum(out.untranslated for out in outputs)
-        notes = {"unknown_words": unknown} if unknown else {}
-        if failed:
-            notes[UNTRANSLATED_SEGMENTS] = failed
-        return BatchOutput(tuple(out.text for out in outputs), notes)
+        each = tuple(_notes_of(out) for out in outputs)
+        notes: dict[str, int] = {}
+        for own in each:
+            for code, count in own.items():
+                notes[code] = notes.get(code, 0) + count
+        return BatchOutput(tuple(out.text for out in outputs), notes, each)
 
     def translate_batch_detailed(
         self, batch: Sequence[Pieces], source: str, target: str
