@@ -9,8 +9,9 @@ text-embeddings-inference's queue sit in front of a model:
   runs its own segments: an idle engine adds no wait. Callers that arrive while the lane's batches run
   (at most ``parallel_calls`` at a time, the backend's own parallelism) queue up; when a batch ends, the
   oldest waiting caller is woken as the next leader and runs whatever is queued, its own and others'.
-- **A budget.** A batch holds at most ``max_segments`` segments and ``max_chars`` characters (but always
-  one segment): a backend call cannot be interrupted, so this also bounds how long cancellation waits.
+- **A budget.** A batch holds at most ``max_segments`` segments (or the backend's own ``batch_segments``:
+  Apertium's is one engine chunk) and ``max_chars`` characters (but always one segment): a backend call
+  cannot be interrupted, so this also bounds how long cancellation waits.
 - **A short adaptive window.** A leader that starts while another batch of its lane is running, or whose
   lane's recent batches merged callers (``MERGED_CALLERS`` on average: they come back together), waits
   for the queue to fill its budget, for a share (``WINDOW_SHARE``) of the lane's recent backend call time,
@@ -176,11 +177,12 @@ class _Request:
 class _Lane:
     """The queue of one (backend, source, target)."""
 
-    __slots__ = ("filling", "key", "queue", "queued", "running", "slots", "users")
+    __slots__ = ("budget", "filling", "key", "queue", "queued", "running", "slots", "users")
 
-    def __init__(self, key: tuple[int, str, str], slots: int) -> None:
+    def __init__(self, key: tuple[int, str, str], slots: int, budget: int) -> None:
         self.key = key
         self.slots = slots
+        self.budget = budget  # segments per call
         self.queue: deque[_Request] = deque()  # requests with segments not yet taken, in round-robin order
         self.queued = 0  # segments not yet taken
         self.running = 0  # batches running or about to (leaders designated)
@@ -226,10 +228,11 @@ class Batcher:
             return backend.translate_batch(batch, source, target)
         key = (id(backend), source, target)  # the caller holds the backend: its id is not reused meanwhile
         slots = max(1, int(getattr(backend, "parallel_calls", 1)))
+        budget = max(1, int(getattr(backend, "batch_segments", 0) or self.limits.max_segments))
         with self._lock:
             lane = self._lanes.get(key)
             if lane is None:
-                lane = self._lanes[key] = _Lane(key, slots)
+                lane = self._lanes[key] = _Lane(key, slots, budget)
             if lane.queued and lane.queued + len(batch) > self.limits.max_queued:
                 raise Saturated(
                     f"{lane.queued} segments already wait for {source}->{target}; retry shortly", 1
@@ -316,13 +319,13 @@ class Batcher:
         # A leader waits for its batch to fill only when it holds the lane's last slot: while slots are
         # idle, what is queued is better run now, side by side, than later in one bigger batch.
         busy = lane.running > 1 or self._callers.get(lane.key, 1.0) >= MERGED_CALLERS
-        if not (idle == 0 and busy and lane.queued < limits.max_segments and window > 0):
+        if not (idle == 0 and busy and lane.queued < lane.budget and window > 0):
             return
         started = time.monotonic()  # busy: more callers are coming, wait a moment for them
         end = started + window
         lane.filling.append(leader)
         try:
-            while lane.queued < limits.max_segments:
+            while lane.queued < lane.budget:
                 if context is not None:
                     context.check()
                 left = end - time.monotonic()
@@ -347,8 +350,8 @@ class Batcher:
         designated = sum(1 for r in lane.queue if r.lead and not r.busy)
         waiting = sum(1 for r in lane.queue if not (r.lead or r.busy))
         helpers = designated + min(idle, waiting)
-        share = -(-lane.queued // (helpers + 1)) if helpers > 0 else limits.max_segments
-        cap = max(1, min(limits.max_segments, share))
+        share = -(-lane.queued // (helpers + 1)) if helpers > 0 else lane.budget
+        cap = max(1, min(lane.budget, share))
         items: list[_Item] = []
         chars = 0
         while lane.queue and len(items) < cap:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from dragoman.errors import BackendError, Cancelled, EngineTimeout, Saturated
+from dragoman.limits import APERTIUM_BATCH_SEGMENTS
 from dragoman.progress import CancelToken, JobContext
 from dragoman.settings import Settings
 from dragoman.translation import batcher as batcher_module
@@ -214,6 +215,24 @@ def test_each_caller_gets_its_own_notes(gated: tuple[Batcher, FakeBackend, threa
         caller.join(10)
     notes = [c.answer.notes if c.answer else None for c in callers]
     assert notes == [{"unknown_words": 3}, {}, {"unknown_words": 1}]
+
+
+def test_a_backend_may_set_its_own_segments_per_call() -> None:
+    # Apertium's stream gains per segment up to a whole engine chunk: its lane takes 256 segments a call
+    # where a model's takes the setting's 64. The character budget still applies to both.
+    assert ApertiumBackend.batch_segments == APERTIUM_BATCH_SEGMENTS > BatchLimits().max_segments
+
+    class Stream(FakeBackend):
+        batch_segments = 4
+
+    texts = [f"s{n}" for n in range(10)]
+    for backend, sizes in ((FakeBackend(), [3, 3, 3, 1]), (Stream(), [4, 4, 2])):
+        batcher = Batcher(BatchLimits(max_segments=3))
+        assert batcher.translate(backend, segs(*texts), "en", "es").texts == tuple(f"<{t}>" for t in texts)
+        assert [len(call) for call in backend.calls] == sizes
+    limited = Stream()
+    Batcher(BatchLimits(max_segments=3, max_chars=5)).translate(limited, segs(*texts), "en", "es")
+    assert [len(call) for call in limited.calls] == [2, 2, 2, 2, 2]
 
 
 class SegmentNotesBackend(FakeBackend):

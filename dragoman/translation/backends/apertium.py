@@ -57,6 +57,7 @@ from dragoman.errors import (
     map_exceptions,
 )
 from dragoman.languages.catalogue import resolve
+from dragoman.limits import APERTIUM_BATCH_SEGMENTS
 from dragoman.probes import Refreshing, mtime, run_program
 from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
 from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Pipeline, PipelinePool
@@ -525,6 +526,7 @@ class ApertiumBackend:
     #: callers (``benchmarks/daemon.py --batching-off``, README "Measured").
     coalesces = True
     parallel_calls = 1
+    batch_segments = APERTIUM_BATCH_SEGMENTS
 
     def __init__(
         self,

@@ -21,9 +21,10 @@ from dragoman.translation.types import BatchOutput, Pieces, Protected
 class Backend(Protocol):
     """A loaded pack. Implementations are thread-safe: one instance serves every caller.
 
-    A backend that gains from larger calls says so with a ``coalesces = True`` attribute (and how many
-    calls it runs at once with ``parallel_calls``): the engine's batcher then merges concurrent callers'
-    segments into one call (:mod:`dragoman.translation.batcher`). Without it, each caller calls it alone.
+    A backend that gains from larger calls says so with a ``coalesces = True`` attribute (how many calls it
+    runs at once with ``parallel_calls``, and the segments a call of its may hold, when not the batcher's
+    setting, with ``batch_segments``): the engine's batcher then merges concurrent callers' segments into
+    one call (:mod:`dragoman.translation.batcher`). Without it, each caller calls it alone.
     """
 
     pack_id: str
