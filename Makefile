@@ -108,6 +108,7 @@ bench: setup
 	$(BIN)/python benchmarks/apertium.py
 	$(BIN)/python benchmarks/mcp.py
 	$(BIN)/python benchmarks/daemon.py
+	$(BIN)/python benchmarks/http_path.py
 	$(BIN)/python benchmarks/hosted.py
 	$(BIN)/python benchmarks/formats.py
 	$(BIN)/python benchmarks/subtitles.py

@@ -30,6 +30,7 @@ SCRIPTS = (
     "engine.py",
     "formats.py",
     "hosted.py",
+    "http_path.py",
     "mcp.py",
     "quality.py",
     "routing.py",
@@ -401,6 +402,16 @@ def test_daemon_quick_run() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert "target (HTTP overhead" not in done.stdout  # no row of 8 clients asked for
     assert " | " in done.stdout.splitlines()[-1]
+
+
+def test_http_path_quick_run() -> None:
+    done = _run_script("http_path.py", "--quick", "--clients", "2", "--seconds", "0.2", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line.split("|")[0].strip(): line for line in done.stdout.splitlines() if " | " in line}
+    for side in ("daemon", "bare"):
+        fields = rows[side].split("|")[1].split()
+        assert float(fields[0]) > 0 and fields[-1] == "0", rows[side]  # a rate, and no errors
+    assert "the daemon's own code:" in done.stdout.splitlines()[-1]
 
 
 @pytest.mark.slow
