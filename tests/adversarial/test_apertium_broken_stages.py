@@ -12,6 +12,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ from dragoman.translation.backends.apertium import (
     ApertiumMode,
     discover_modes,
 )
+from dragoman.translation.batcher import Batcher, BatchLimits
+from dragoman.translation.types import BatchOutput, Pieces
 
 EN, ES = "eng_Latn", "spa_Latn"
 MODES_DIR = Path("/usr/share/apertium/modes")
@@ -120,6 +123,56 @@ def test_other_callers_are_served_while_one_pipeline_breaks(tmp_path: Path) -> N
     finally:
         bad.close()
         good.close()
+
+
+@needs_sed
+def test_callers_merged_into_one_call_keep_their_own_bad_segments(tmp_path: Path) -> None:
+    # The engine's batcher merges concurrent callers of a pair into one stream: a segment that crashes
+    # or silences the pipeline is left as written for its own caller, with the note on that caller only;
+    # the others' segments in the same call are translated, and nothing is run a second time.
+    backend = fake_backend(tmp_path, stages=2)
+    inner = backend.translate_batch
+    gate, entered, sizes = threading.Event(), threading.Event(), []
+
+    def held_first(batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        sizes.append(len(batch))
+        if len(sizes) == 1:
+            entered.set()
+            assert gate.wait(30)
+        return inner(batch, source, target)
+
+    backend.translate_batch = held_first  # type: ignore[method-assign]
+    batcher = Batcher(BatchLimits(window=0))
+    asked = {"a": ["a cat", "CRASHME cat"], "b": ["one cat"], "c": ["SILENTME"], "d": ["last cat"]}
+    answers: dict[str, BatchOutput] = {}
+
+    def call(name: str) -> None:
+        answers[name] = batcher.translate(backend, [(t,) for t in asked[name]], EN, ES)
+
+    blocker = threading.Thread(target=call, args=("blocker",))
+    asked["blocker"] = ["cat"]
+    try:
+        blocker.start()
+        assert entered.wait(30)
+        threads = [threading.Thread(target=call, args=(name,)) for name in "abcd"]
+        for n, t in enumerate(threads, start=1):
+            t.start()
+            deadline = time.monotonic() + 30
+            while batcher.stats()["waiting_callers"] < n:
+                assert time.monotonic() < deadline
+                time.sleep(0.002)
+        gate.set()
+        for t in [blocker, *threads]:
+            t.join(60)
+        assert sizes == [1, 5]  # the blocker's call, then one call for all four callers
+        assert answers["a"] == BatchOutput(("a dog", "CRASHME cat"), {UNTRANSLATED_SEGMENTS: 1})
+        assert answers["b"] == BatchOutput(("one dog",), {})
+        assert answers["c"] == BatchOutput(("SILENTME",), {UNTRANSLATED_SEGMENTS: 1})
+        assert answers["d"] == BatchOutput(("last dog",), {})
+        assert batcher.stats()["reruns"] == 0
+    finally:
+        gate.set()
+        backend.close()
 
 
 @needs_sed
