@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import math
 import shutil
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,3 +48,29 @@ def chunks_of(text: str) -> int:
     distinct = set(segment(text).sentences)
     by_count = len(distinct) / CHUNK_SEGMENTS
     return math.ceil(max(by_count, sum(len(s) for s in distinct) / CHUNK_CHARS))
+
+
+@dataclass
+class FirstCallHeld:
+    """A backend whose first ``translate_batch`` call waits for ``gate`` (see :func:`hold_first_call`):
+    callers that come meanwhile queue in the engine's batcher. ``sizes``: each call's segment count."""
+
+    gate: threading.Event = field(default_factory=threading.Event)
+    entered: threading.Event = field(default_factory=threading.Event)
+    sizes: list[int] = field(default_factory=list)
+
+
+def hold_first_call(backend: Any, seconds: float = 30.0) -> FirstCallHeld:
+    """Wrap ``backend.translate_batch`` so that its first call holds the backend until the gate opens."""
+    held = FirstCallHeld()
+    inner = backend.translate_batch
+
+    def held_first(batch: Sequence[Any], source: str, target: str) -> Any:
+        held.sizes.append(len(batch))
+        if len(held.sizes) == 1:
+            held.entered.set()
+            assert held.gate.wait(seconds)
+        return inner(batch, source, target)
+
+    backend.translate_batch = held_first
+    return held

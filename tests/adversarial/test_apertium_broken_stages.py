@@ -12,10 +12,10 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from support import hold_first_call
 
 from dragoman.errors import BackendError
 from dragoman.translation.backends._apertium_pipeline import SILENT_SECONDS
@@ -26,7 +26,7 @@ from dragoman.translation.backends.apertium import (
     discover_modes,
 )
 from dragoman.translation.batcher import Batcher, BatchLimits
-from dragoman.translation.types import BatchOutput, Pieces
+from dragoman.translation.types import BatchOutput
 
 EN, ES = "eng_Latn", "spa_Latn"
 MODES_DIR = Path("/usr/share/apertium/modes")
@@ -131,17 +131,7 @@ def test_callers_merged_into_one_call_keep_their_own_bad_segments(tmp_path: Path
     # or silences the pipeline is left as written for its own caller, with the note on that caller only;
     # the others' segments in the same call are translated, and nothing is run a second time.
     backend = fake_backend(tmp_path, stages=2)
-    inner = backend.translate_batch
-    gate, entered, sizes = threading.Event(), threading.Event(), []
-
-    def held_first(batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
-        sizes.append(len(batch))
-        if len(sizes) == 1:
-            entered.set()
-            assert gate.wait(30)
-        return inner(batch, source, target)
-
-    backend.translate_batch = held_first  # type: ignore[method-assign]
+    held = hold_first_call(backend)
     batcher = Batcher(BatchLimits(window=0))
     asked = {"a": ["a cat", "CRASHME cat"], "b": ["one cat"], "c": ["SILENTME"], "d": ["last cat"]}
     answers: dict[str, BatchOutput] = {}
@@ -153,7 +143,7 @@ def test_callers_merged_into_one_call_keep_their_own_bad_segments(tmp_path: Path
     asked["blocker"] = ["cat"]
     try:
         blocker.start()
-        assert entered.wait(30)
+        assert held.entered.wait(30)
         threads = [threading.Thread(target=call, args=(name,)) for name in "abcd"]
         for n, t in enumerate(threads, start=1):
             t.start()
@@ -161,17 +151,17 @@ def test_callers_merged_into_one_call_keep_their_own_bad_segments(tmp_path: Path
             while batcher.stats()["waiting_callers"] < n:
                 assert time.monotonic() < deadline
                 time.sleep(0.002)
-        gate.set()
+        held.gate.set()
         for t in [blocker, *threads]:
             t.join(60)
-        assert sizes == [1, 5]  # the blocker's call, then one call for all four callers
+        assert held.sizes == [1, 5]  # the blocker's call, then one call for all four callers
         assert answers["a"] == BatchOutput(("a dog", "CRASHME cat"), {UNTRANSLATED_SEGMENTS: 1})
         assert answers["b"] == BatchOutput(("one dog",), {})
         assert answers["c"] == BatchOutput(("SILENTME",), {UNTRANSLATED_SEGMENTS: 1})
         assert answers["d"] == BatchOutput(("last dog",), {})
         assert batcher.stats()["reruns"] == 0
     finally:
-        gate.set()
+        held.gate.set()
         backend.close()
 
 

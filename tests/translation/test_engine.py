@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import needs_apertium
+from support import hold_first_call, needs_apertium
 
 from dragoman.errors import (
     Cancelled,
@@ -323,18 +323,7 @@ def test_concurrent_apertium_callers_share_one_pipeline_call_each_with_its_own_w
     texts = [f"The house number {i} is red." for i in range(6)] + ["The flibbertigibbet house is red."]
     options = TranslateOptions("es", source="en")
     alone = [engine.translate(t, options) for t in texts]
-    backend = engine.pack_cache.backend("apertium-eng-spa")
-    inner = backend.translate_batch
-    gate, entered, calls = threading.Event(), threading.Event(), []
-
-    def held_first(batch: Any, source: str, target: str) -> BatchOutput:
-        calls.append(len(batch))
-        if len(calls) == 1:
-            entered.set()
-            assert gate.wait(10)
-        return inner(batch, source, target)
-
-    backend.translate_batch = held_first  # type: ignore[method-assign]
+    held = hold_first_call(engine.pack_cache.backend("apertium-eng-spa"))
     results: dict[int, Any] = {}
 
     def call(i: int) -> None:
@@ -342,7 +331,7 @@ def test_concurrent_apertium_callers_share_one_pipeline_call_each_with_its_own_w
 
     blocker = threading.Thread(target=engine.translate, args=("The dog is big.", options))
     blocker.start()
-    assert entered.wait(10)
+    assert held.entered.wait(10)
     before = engine.batcher.stats()
     threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
     for t in threads:
@@ -351,10 +340,10 @@ def test_concurrent_apertium_callers_share_one_pipeline_call_each_with_its_own_w
     while engine.batcher.stats()["waiting_callers"] < len(texts):
         assert time.monotonic() < deadline, engine.batcher.stats()
         time.sleep(0.002)
-    gate.set()
+    held.gate.set()
     for t in [blocker, *threads]:
         t.join(10)
-    assert calls == [1, len(texts)]  # the blocker's call, then one for all seven callers
+    assert held.sizes == [1, len(texts)]  # the blocker's call, then one for all seven callers
     for i, single in enumerate(alone):
         assert results[i].translation == single.translation
         assert results[i].warnings == single.warnings
