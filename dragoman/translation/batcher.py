@@ -504,12 +504,17 @@ class Batcher:
             else:
                 texts_of: dict[_Request, list[str]] = {request: [] for request in owners}
                 notes_of: dict[_Request, dict[str, int]] = {request: {} for request in owners}
-                each: tuple[Mapping[str, int], ...] = merged.segment_notes or ({},) * len(items)
+                each: tuple[Mapping[str, int], ...] = (
+                    merged.segment_notes
+                    if merged.segment_notes and _attributed(merged)
+                    else ({},) * len(items)
+                )
                 for (request, _), text, noted in zip(items, merged.texts, each, strict=True):
                     texts_of[request].append(text)
                     mine = notes_of[request]
                     for code, count in noted.items():
-                        mine[code] = mine.get(code, 0) + count
+                        if count:  # a zero count is no note
+                            mine[code] = mine.get(code, 0) + count
                 for request, indexes in owners.items():
                     parts[request] = (indexes, BatchOutput(tuple(texts_of[request]), notes_of[request]))
         except BaseException as exc:  # interrupted: nobody may wait for these segments forever
@@ -562,7 +567,8 @@ def _attributed(output: BatchOutput) -> bool:
     for own in each:
         for code, count in own.items():
             total[code] = total.get(code, 0) + count
-    return total == {code: count for code, count in output.notes.items() if count}
+    given = {code: count for code, count in output.notes.items() if count}
+    return {code: count for code, count in total.items() if count} == given
 
 
 def _checked(output: BatchOutput, expected: int) -> BatchOutput:

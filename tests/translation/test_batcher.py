@@ -280,6 +280,39 @@ def test_segment_notes_are_split_between_callers_without_a_second_call(skew: int
         ]
 
 
+class OddSegmentNotes(FakeBackend):
+    """Segment notes with zero counts (``zeros``), or one too few (``short``): as a careless backend's."""
+
+    def __init__(self, *, gate: threading.Event, odd: str) -> None:
+        super().__init__(gate=gate)
+        self.odd = odd
+
+    def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
+        out = super().translate_batch(batch, source, target)
+        each = tuple({"unknown_words": joined(p).count("?")} for p in batch)
+        return BatchOutput(out.texts, out.notes, each if self.odd == "zeros" else each[:-1])
+
+
+@pytest.mark.parametrize("odd", ["zeros", "short"])
+@pytest.mark.parametrize("unknown", [True, False])
+def test_odd_segment_notes_never_mix_callers_notes(odd: str, unknown: bool) -> None:
+    # Zero counts are no notes: split as they are. Notes of the wrong length cannot be told apart: each
+    # part is run again when there are notes, and no caller gets notes when there are none.
+    gate = threading.Event()
+    backend = OddSegmentNotes(gate=gate, odd=odd)
+    batcher = Batcher(BatchLimits(window=0))
+    first = ["a?", "b"] if unknown else ["a", "b"]
+    callers = [Caller(batcher, backend, first), Caller(batcher, backend, ["c"])]
+    blocker = start_behind_blocker(batcher, backend, callers)
+    gate.set()
+    for caller in [blocker, *callers]:
+        caller.join(10)
+        assert caller.error is None and caller.answer is not None
+    notes = [c.answer.notes if c.answer else None for c in callers]
+    assert notes == ([{"unknown_words": 1}, {}] if unknown else [{}, {}])
+    assert batcher.stats()["reruns"] == (2 if unknown and odd == "short" else 0)
+
+
 @pytest.mark.parametrize("stop", ["cancel", "deadline"])
 def test_a_queued_caller_leaves_the_queue_when_cancelled_or_late(
     gated: tuple[Batcher, FakeBackend, threading.Event], stop: str
