@@ -73,10 +73,6 @@ APERTIUM_IDLE_SECONDS: Final = 300.0
 #: stream gains per segment up to there (64 segments a call made 1000 lines 7-10% slower than 256), and the
 #: character budget still bounds the call.
 APERTIUM_BATCH_SEGMENTS: Final = 256
-#: Warm pipelines one Apertium pair may run at once, the second started only while the first is busy and
-#: the pool has room (``DRAGOMAN_APERTIUM_MAX_PIPELINES`` bounds them all): two calls of 4 segments side by
-#: side translate 1.2-1.6x as many texts a second as one call of 8 on one pipeline, on 2 cores.
-APERTIUM_PIPELINES_PER_PAIR: Final = 2
 #: The daemon's open connections (``DRAGOMAN_SERVE_MAX_CONNECTIONS``; idle ones are closed to make room,
 #: a connection over the cap with none idle gets 503), seconds a request's head and body may take to arrive
 #: (``DRAGOMAN_SERVE_HEADER_TIMEOUT``: 408, slowloris), seconds an idle keep-alive connection is kept

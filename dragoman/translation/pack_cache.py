@@ -212,8 +212,7 @@ class PackCache:
     def _load(self, entry: _Entry) -> Backend:
         if entry.mode is not None:
             log.info("starting Apertium pipeline %s", entry.id)
-            pipelines = self._settings.engine.apertium_pair_pipelines
-            return ApertiumBackend(entry.mode, pool=self._pipelines, pipelines=pipelines)
+            return ApertiumBackend(entry.mode, pool=self._pipelines)
         assert entry.manifest is not None
         log.info("loading pack %s from %s", entry.id, entry.path)
         engine = self._settings.engine

@@ -2,9 +2,8 @@
 once, the silence within ``SILENT_SECONDS`` (not the 30 s timeout), the pipeline restarts, the other
 segments of the batch are translated, and the bad one comes back as written with an
 ``untranslated_segments`` note. A fake stage (a Python script passing NUL-terminated blocks through,
-crashing on ``CRASHME``, swallowing blocks holding ``SILENTME``, taking 0.4 s over ``SLOWME``) tests this
-apart from Debian's data, and a pair's second pipeline with it; the real cases are Debian's ukr-rus
-(its tagger aborts on ``Литва``) and hbs-mkd (silent on ``Crna Gora``).
+crashing on ``CRASHME`` and swallowing blocks holding ``SILENTME``) tests this apart from Debian's data;
+the real cases are Debian's ukr-rus (its tagger aborts on ``Литва``) and hbs-mkd (silent on ``Crna Gora``).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import pytest
 from support import hold_first_call
 
 from dragoman.errors import BackendError
-from dragoman.translation.backends._apertium_pipeline import SILENT_SECONDS, PipelinePool
+from dragoman.translation.backends._apertium_pipeline import SILENT_SECONDS
 from dragoman.translation.backends.apertium import (
     UNTRANSLATED_SEGMENTS,
     ApertiumBackend,
@@ -34,7 +33,7 @@ MODES_DIR = Path("/usr/share/apertium/modes")
 
 #: A stage like Apertium's: reads NUL-terminated blocks, writes each back (``cat`` -> ``dog``) and flushes.
 STAGE = r"""
-import os, sys, time
+import os, sys
 out = sys.stdout.buffer
 pending = b""
 while True:
@@ -48,16 +47,12 @@ while True:
             os.abort()
         if b"SILENTME" in block:
             continue
-        if b"SLOWME" in block:
-            time.sleep(0.4)
         out.write(block.replace(b"cat", b"dog") + b"\0")
         out.flush()
 """
 
 
-def fake_backend(
-    tmp_path: Path, *, stages: int = 1, timeout: float = 30.0, pipelines: int = 2
-) -> ApertiumBackend:
+def fake_backend(tmp_path: Path, *, stages: int = 1, timeout: float = 30.0) -> ApertiumBackend:
     """A backend over ``stages`` stages: the fake stage (called with ``-z``, which it ignores), then
     ``sed -u`` stages passing blocks through, as the stages after a bad one in a real mode."""
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -66,7 +61,7 @@ def fake_backend(
     script.chmod(0o755)
     path = tmp_path / "eng-spa.mode"
     path.write_text(str(script) + " | sed -u s/x/x/" * (stages - 1) + "\n", encoding="utf-8")
-    return ApertiumBackend(ApertiumMode("eng-spa", EN, ES, None, path), timeout=timeout, pipelines=pipelines)
+    return ApertiumBackend(ApertiumMode("eng-spa", EN, ES, None, path), timeout=timeout)
 
 
 needs_sed = pytest.mark.skipif(shutil.which("sed") is None, reason="GNU sed is needed for fake pipelines")
@@ -135,7 +130,7 @@ def test_callers_merged_into_one_call_keep_their_own_bad_segments(tmp_path: Path
     # The engine's batcher merges concurrent callers of a pair into one stream: a segment that crashes
     # or silences the pipeline is left as written for its own caller, with the note on that caller only;
     # the others' segments in the same call are translated, and nothing is run a second time.
-    backend = fake_backend(tmp_path, stages=2, pipelines=1)  # one stream: all four callers in one call
+    backend = fake_backend(tmp_path, stages=2)
     held = hold_first_call(backend)
     batcher = Batcher(BatchLimits(window=0))
     asked = {"a": ["a cat", "CRASHME cat"], "b": ["one cat"], "c": ["SILENTME"], "d": ["last cat"]}
@@ -168,79 +163,6 @@ def test_callers_merged_into_one_call_keep_their_own_bad_segments(tmp_path: Path
     finally:
         held.gate.set()
         backend.close()
-
-
-def _concurrently(backend: ApertiumBackend, texts: list[str]) -> tuple[list[tuple[str, ...]], int]:
-    """Each text translated on its own thread at once; the answers, and the most stage processes seen
-    running while the calls ran."""
-    answers: list[tuple[str, ...]] = []
-    threads = [
-        threading.Thread(target=lambda t=t: answers.append(backend.translate_batch([(t,)], EN, ES).texts))
-        for t in texts
-    ]
-    for t in threads:
-        t.start()
-    most = 0
-    while any(t.is_alive() for t in threads):
-        most = max(most, len(backend.pids))
-        time.sleep(0.01)
-    for t in threads:
-        t.join()
-    return answers, most
-
-
-@needs_sed
-def test_a_second_pipeline_serves_a_call_that_comes_while_the_first_is_busy(tmp_path: Path) -> None:
-    backend = fake_backend(tmp_path, stages=2)  # its own pool: room for its two pipelines
-    try:
-        backend.translate_batch([("cat",)], EN, ES)
-        backend.translate_batch([("cat",)], EN, ES)
-        assert len(backend.pids) == 2  # a lone caller keeps one pipeline (two stages) warm
-        answers, most = _concurrently(backend, ["SLOWME cat", "SLOWME one cat"])
-        assert sorted(answers) == [("SLOWME dog",), ("SLOWME one dog",)]
-        assert most == 4  # both pipelines ran at once
-        backend.translate_batch([("cat",)], EN, ES)
-        assert len(backend.pids) == 4  # the second stays warm for the next busy moment
-    finally:
-        backend.close()
-    assert backend.pids == ()
-
-
-@needs_sed
-def test_no_second_pipeline_without_room_in_the_pool(tmp_path: Path) -> None:
-    # The pool's cap (DRAGOMAN_APERTIUM_MAX_PIPELINES) holds: with room for one pipeline, a call that
-    # comes while it is busy waits for it instead of closing another pair's pipeline or starting its own.
-    tmp_path.mkdir(exist_ok=True)
-    own = fake_backend(tmp_path / "own", stages=2)
-    shared = PipelinePool(max_pipelines=1)
-    path = own.mode.path
-    own.close()
-    backend = ApertiumBackend(ApertiumMode("eng-spa", EN, ES, None, path), pool=shared, pipelines=2)
-    try:
-        answers, most = _concurrently(backend, ["SLOWME cat", "SLOWME one cat", "cat"])
-        assert sorted(answers) == [("SLOWME dog",), ("SLOWME one dog",), ("dog",)]
-        assert most == 2 and len(shared) == 1
-    finally:
-        backend.close()
-
-
-@needs_sed
-def test_close_waits_for_running_calls_and_refuses_later_ones(tmp_path: Path) -> None:
-    backend = fake_backend(tmp_path, stages=2)
-    answers: list[tuple[str, ...]] = []
-    running = threading.Thread(
-        target=lambda: answers.append(backend.translate_batch([("SLOWME cat",)], EN, ES).texts)
-    )
-    running.start()
-    deadline = time.monotonic() + 10
-    while not backend.pids:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    backend.close()  # waits for the running call's answer
-    running.join(10)
-    assert answers == [("SLOWME dog",)] and backend.pids == ()
-    with pytest.raises(BackendError, match="closed"):
-        backend.translate_batch([("cat",)], EN, ES)
 
 
 @needs_sed

@@ -121,7 +121,7 @@ def test_backends_that_gain_nothing_are_called_directly() -> None:
     assert coalesces(FakeBackend()) and CTranslate2Backend.coalesces is True
     # Apertium gains too: its one pipeline serves one call at a time, and a call's round trip costs
     # little more for eight segments than for one.
-    assert ApertiumBackend.coalesces is True
+    assert ApertiumBackend.coalesces is True and ApertiumBackend.parallel_calls == 1
     assert not coalesces(object())  # type: ignore[arg-type]
 
     class Plain(FakeBackend):

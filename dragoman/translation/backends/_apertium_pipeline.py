@@ -421,11 +421,6 @@ class PipelinePool:
         with self._cond:
             return sum(1 for s in self._slots.values() if s.pipeline is not None)
 
-    def has_room(self) -> bool:
-        """Whether one more pipeline can start without closing another (one starting counts)."""
-        with self._cond:
-            return not self._closed and len(self._slots) < self.max_pipelines
-
     def evict_idle(self) -> int:
         """Close the pipelines unused for ``idle_seconds`` (the reaper calls this); how many were closed."""
         if not self.idle_seconds:

@@ -57,7 +57,7 @@ from dragoman.errors import (
     map_exceptions,
 )
 from dragoman.languages.catalogue import resolve
-from dragoman.limits import APERTIUM_BATCH_SEGMENTS, APERTIUM_PIPELINES_PER_PAIR
+from dragoman.limits import APERTIUM_BATCH_SEGMENTS
 from dragoman.probes import Refreshing, mtime, run_program
 from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
 from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Pipeline, PipelinePool
@@ -501,13 +501,7 @@ def reformat(
 
 
 class _Owner:
-    """A backend's key in the pipeline pool (not the backend itself, which the pool must not keep alive):
-    one per pipeline the backend may run."""
-
-
-def _discard_all(pool: PipelinePool, owners: tuple[_Owner, ...]) -> None:
-    for owner in owners:
-        pool.discard(owner)
+    """A backend's key in the pipeline pool (not the backend itself, which the pool must not keep alive)."""
 
 
 def _notes_of(out: ApertiumOutput) -> dict[str, int]:
@@ -519,20 +513,19 @@ def _notes_of(out: ApertiumOutput) -> dict[str, int]:
 
 
 class ApertiumBackend:
-    """One Apertium mode behind warm pipelines: each serves one call at a time, and is restarted when it
-    dies. A second pipeline (up to ``pipelines``) starts only for a call that comes while the others are
-    busy, and only when the pool has room: a lone caller keeps one pipeline warm.
+    """One Apertium mode behind a warm pipeline; one request at a time, restarted when it dies.
 
-    The pipelines live in ``pool`` (a :class:`PipelinePool` shared by an engine's Apertium backends, which
-    bounds how many run and closes idle ones); without one, the backend has a pool of its own holding
-    ``pipelines``. A pipeline closed by the pool starts again at the next call that needs it.
+    The pipeline lives in ``pool`` (a :class:`PipelinePool` shared by an engine's Apertium backends, which
+    bounds how many run and closes idle ones); without one, the backend has a pool of its own holding one
+    pipeline. A pipeline closed by the pool starts again at the next call.
     """
 
-    #: A call's round trip through a dozen stage processes costs little more for eight segments than for
-    #: one: the engine's batcher merges concurrent callers' segments into one stream per pipeline (at most
-    #: ``parallel_calls`` calls at a time), which about doubles the rate at 8 callers
-    #: (``benchmarks/daemon.py --batching-off``, README "Measured").
+    #: The pipeline serves one call at a time, and a call's round trip through a dozen stage processes
+    #: costs little more for eight segments than for one: the engine's batcher merges concurrent callers'
+    #: segments into one stream (one call at a time: ``parallel_calls``), which about doubles the rate at 8
+    #: callers (``benchmarks/daemon.py --batching-off``, README "Measured").
     coalesces = True
+    parallel_calls = 1
     batch_segments = APERTIUM_BATCH_SEGMENTS
 
     def __init__(
@@ -542,52 +535,24 @@ class ApertiumBackend:
         timeout: float = DEFAULT_TIMEOUT,
         start: bool = True,
         pool: PipelinePool | None = None,
-        pipelines: int = APERTIUM_PIPELINES_PER_PAIR,
     ) -> None:
         self.mode = mode
         self.pack_id = mode.pack_id
         self.timeout = timeout
         self._commands = mode_commands(mode.path)
-        self.parallel_calls = max(1, pipelines)
-        self._pool = pool if pool is not None else PipelinePool(max_pipelines=self.parallel_calls)
-        self._owners = tuple(_Owner() for _ in range(self.parallel_calls))
-        self._owner = self._owners[0]  # the pipeline a lone caller keeps warm
-        self._cond = threading.Condition()
-        self._idle = list(self._owners)  # owners no call uses, the first pipeline first
+        self._lock = threading.Lock()
+        self._pool = pool if pool is not None else PipelinePool(max_pipelines=1)
+        self._owner = _Owner()
         self._closed = False
-        self._finalizer = weakref.finalize(self, _discard_all, self._pool, self._owners)
+        self._finalizer = weakref.finalize(self, self._pool.discard, self._owner)
         if start:
-            owner = self._take()
-            try:
-                with self._pool.use(owner, self._start, self.timeout):
-                    pass
-            finally:
-                self._give(owner)
+            with self._lock, self._pool.use(self._owner, self._start, self.timeout):
+                pass
 
     @property
     def pids(self) -> tuple[int, ...]:
-        """Process ids of the running stages (empty when none runs), the first pipeline's first."""
-        return tuple(pid for owner in self._owners for pid in self._pool.pids(owner))
-
-    def _take(self) -> _Owner:
-        """A pipeline for one call: an idle one that runs, else one to start (when no call runs, or the
-        pool has room for it), else wait for a call to end. BackendError once the backend is closed."""
-        with self._cond:
-            while True:
-                if self._closed:
-                    raise BackendError(f"Apertium backend {self.pack_id} is closed; load the pack again")
-                for i, owner in enumerate(self._idle):
-                    if self._pool.pids(owner):
-                        return self._idle.pop(i)
-                if self._idle and (len(self._idle) == len(self._owners) or self._pool.has_room()):
-                    return self._idle.pop(0)
-                self._cond.wait()
-
-    def _give(self, owner: _Owner) -> None:
-        with self._cond:
-            self._idle.append(owner)
-            self._idle.sort(key=self._owners.index)  # the first pipeline first: it stays the warm one
-            self._cond.notify()
+        """Process ids of the running stages (empty when none runs)."""
+        return self._pool.pids(self._owner)
 
     def translate_batch(self, batch: Sequence[Pieces], source: str, target: str) -> BatchOutput:
         """The translations, and ``unknown_words`` in the notes: how many words were left untranslated."""
@@ -680,20 +645,21 @@ class ApertiumBackend:
         pipeline is broken (BackendError). The other blocks go on as a batch again."""
         if not blocks:
             return []
-        owner = self._take()
-        try:
+        with self._lock:
+            if self._closed:
+                raise BackendError(f"Apertium backend {self.pack_id} is closed; load the pack again")
             results: list[bytes | None] = []
             while len(results) < len(blocks):
                 answered: list[bytes] = []
-                problem = self._attempt(owner, blocks[len(results) :], answered)
+                problem = self._attempt(blocks[len(results) :], answered)
                 results += answered
                 if problem is None:
                     break
                 alone: list[bytes] = []
-                if self._attempt(owner, [blocks[len(results)]], alone) is None:
+                if self._attempt([blocks[len(results)]], alone) is None:
                     results += alone
                     continue
-                problem = self._attempt(owner, [b""], []) or ""
+                problem = self._attempt([b""], []) or ""
                 if problem:
                     raise BackendError(
                         f"Apertium pipeline {self.pack_id} failed twice ({problem}); check that `apertium "
@@ -707,37 +673,30 @@ class ApertiumBackend:
                 )
                 results.append(None)
             return results
-        finally:
-            self._give(owner)
 
-    def _attempt(self, owner: _Owner, blocks: list[bytes], answered: list[bytes]) -> str | None:
-        """One exchange on ``owner``'s warm pipeline (started when none runs); answers appended to
-        ``answered``. None when every block came back; else what broke (the pipeline was dropped and is
-        stopped)."""
-        with self._pool.use(owner, self._start, self.timeout) as pipe:
+    def _attempt(self, blocks: list[bytes], answered: list[bytes]) -> str | None:
+        """One exchange on the warm pipeline (started when none runs); answers appended to ``answered``.
+        None when every block came back; else what broke (the pipeline was dropped and is stopped)."""
+        with self._pool.use(self._owner, self._start, self.timeout) as pipe:
             try:
                 pipe.exchange(blocks, self.timeout, answered)
                 return None
             except PipelineStuck:
-                self._pool.drop(owner, pipe)
+                self._pool.drop(self._owner, pipe)
                 pipe.kill()
                 raise EngineTimeout(
                     f"Apertium {self.pack_id} returned nothing for {self.timeout:g} s; its pipeline "
                     "was killed and restarts on the next call; retry with shorter segments"
                 ) from None
             except PipelineBroken as exc:
-                self._pool.drop(owner, pipe)
+                self._pool.drop(self._owner, pipe)
                 problem = f"{exc}: {pipe.failure()}"
                 log.warning("Apertium %s failed (%s); restarting", self.pack_id, problem)
                 return problem
 
     def close(self) -> None:
-        """Stop the pipelines' processes once the calls running end; later calls raise BackendError."""
-        with self._cond:
+        """Stop the pipeline's processes; later calls raise BackendError."""
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()  # calls waiting for a pipeline raise
-            while len(self._idle) < len(self._owners):
-                self._cond.wait()
-        for owner in self._owners:
-            self._pool.discard(owner, kill=False)
+            self._pool.discard(self._owner, kill=False)
         self._finalizer.detach()
