@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 import shutil
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,14 @@ def isolated_settings(root: Path, *, apertium: bool = False) -> Settings:
             "DRAGOMAN_APERTIUM": "1" if apertium else "0",
         }
     )
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Poll ``condition`` until it holds; fail the test after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.002)
 
 
 def chunks_of(text: str) -> int:

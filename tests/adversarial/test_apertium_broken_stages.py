@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support import hold_first_call
+from support import hold_first_call, wait_until
 
 from dragoman.errors import BackendError
 from dragoman.translation.backends._apertium_pipeline import SILENT_SECONDS
@@ -147,10 +147,7 @@ def test_callers_merged_into_one_call_keep_their_own_bad_segments(tmp_path: Path
         threads = [threading.Thread(target=call, args=(name,)) for name in "abcd"]
         for n, t in enumerate(threads, start=1):
             t.start()
-            deadline = time.monotonic() + 30
-            while batcher.stats()["waiting_callers"] < n:
-                assert time.monotonic() < deadline
-                time.sleep(0.002)
+            wait_until(lambda n=n: batcher.stats()["waiting_callers"] >= n, timeout=30)  # type: ignore[misc]
         held.gate.set()
         for t in [blocker, *threads]:
             t.join(60)

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+import support
 
 from dragoman.errors import BackendError
 from dragoman.languages.types import Language
@@ -37,11 +38,8 @@ from dragoman.translation.types import BatchOutput, Pieces, TranslateOptions, Tr
 TEXTS = [f"The house number {n} is red." for n in range(8)]
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.005)
+def wait_until(condition: Callable[[], bool]) -> None:
+    support.wait_until(condition, timeout=15.0)  # a daemon's threads: a little more room than in-process
 
 
 class Recorder:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import wait_until
 
 from dragoman.errors import BackendError, Cancelled, EngineTimeout, Saturated
 from dragoman.limits import APERTIUM_BATCH_SEGMENTS
@@ -78,13 +79,6 @@ class Caller(threading.Thread):
             self.error = exc
         finally:
             self.ended = time.monotonic()
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.002)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import hold_first_call, needs_apertium
+from support import hold_first_call, needs_apertium, wait_until
 
 from dragoman.errors import (
     Cancelled,
@@ -336,10 +336,7 @@ def test_concurrent_apertium_callers_share_one_pipeline_call_each_with_its_own_w
     threads = [threading.Thread(target=call, args=(i,)) for i in range(len(texts))]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 10
-    while engine.batcher.stats()["waiting_callers"] < len(texts):
-        assert time.monotonic() < deadline, engine.batcher.stats()
-        time.sleep(0.002)
+    wait_until(lambda: engine.batcher.stats()["waiting_callers"] >= len(texts))
     held.gate.set()
     for t in [blocker, *threads]:
         t.join(10)
