@@ -64,7 +64,7 @@ from dragoman.limits import BATCH_MAX_CHARS, BATCH_MAX_QUEUED, BATCH_MAX_SEGMENT
 from dragoman.progress import JobContext
 from dragoman.settings import EngineSettings
 from dragoman.translation.backends.base import Backend
-from dragoman.translation.types import BatchOutput, Pieces, Protected
+from dragoman.translation.types import BatchOutput, Pieces, Protected, add_notes
 
 #: Segments per coalesced backend call (``DRAGOMAN_BATCH_MAX_SEGMENTS``).
 BATCH_SEGMENTS = BATCH_MAX_SEGMENTS
@@ -386,8 +386,7 @@ class Batcher:
                 for i, text in zip(indexes, outcome.texts, strict=True):
                     request.results[i] = text
                 request.done += len(indexes)
-                for code, count in outcome.notes.items():
-                    request.notes[code] = request.notes.get(code, 0) + count
+                add_notes(request.notes, outcome.notes)
             if request.finished:
                 request.cond.notify()
         lane.running -= 1
@@ -489,7 +488,7 @@ class Batcher:
             if len(owners) == 1:
                 request, indexes = next(iter(owners.items()))
                 parts[request] = (indexes, merged)
-            elif isinstance(merged, BaseException) or (merged.notes and not _attributed(merged)):
+            elif isinstance(merged, BaseException) or (each := _notes_by_segment(merged)) is None:
                 for request, indexes in owners.items():  # whose segments failed, whose notes are whose
                     try:
                         own = [request.segments[i] for i in indexes]
@@ -504,17 +503,9 @@ class Batcher:
             else:
                 texts_of: dict[_Request, list[str]] = {request: [] for request in owners}
                 notes_of: dict[_Request, dict[str, int]] = {request: {} for request in owners}
-                each: tuple[Mapping[str, int], ...] = (
-                    merged.segment_notes
-                    if merged.segment_notes and _attributed(merged)
-                    else ({},) * len(items)
-                )
                 for (request, _), text, noted in zip(items, merged.texts, each, strict=True):
                     texts_of[request].append(text)
-                    mine = notes_of[request]
-                    for code, count in noted.items():
-                        if count:  # a zero count is no note
-                            mine[code] = mine.get(code, 0) + count
+                    add_notes(notes_of[request], {code: n for code, n in noted.items() if n})  # 0: no note
                 for request, indexes in owners.items():
                     parts[request] = (indexes, BatchOutput(tuple(texts_of[request]), notes_of[request]))
         except BaseException as exc:  # interrupted: nobody may wait for these segments forever
@@ -557,18 +548,19 @@ def _nothing() -> None:
     return None
 
 
-def _attributed(output: BatchOutput) -> bool:
-    """Whether ``output``'s notes are told segment by segment (and add up): then each caller of a merged
-    call gets its own segments' notes, with no second call."""
+def _notes_by_segment(output: BatchOutput) -> tuple[Mapping[str, int], ...] | None:
+    """``output``'s notes segment by segment, so that each caller of a merged call gets its own with no
+    second call: its ``segment_notes`` when they are one per segment and add up to its notes, none at all
+    when it has no notes; None when its notes cannot be told apart."""
     each = output.segment_notes
-    if each is None or len(each) != len(output.texts):
-        return False
-    total: dict[str, int] = {}
-    for own in each:
-        for code, count in own.items():
-            total[code] = total.get(code, 0) + count
-    given = {code: count for code, count in output.notes.items() if count}
-    return {code: count for code, count in total.items() if count} == given
+    if each is not None and len(each) == len(output.texts):
+        total: dict[str, int] = {}
+        for own in each:
+            add_notes(total, own)
+        given = {code: count for code, count in output.notes.items() if count}
+        if {code: count for code, count in total.items() if count} == given:
+            return each
+    return None if output.notes else ({},) * len(output.texts)
 
 
 def _checked(output: BatchOutput, expected: int) -> BatchOutput:

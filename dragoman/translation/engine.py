@@ -44,6 +44,7 @@ from dragoman.translation.types import (
     Route,
     TranslateOptions,
     TranslationResult,
+    add_notes,
 )
 
 log = logging.getLogger("dragoman.translation")
@@ -461,8 +462,7 @@ class Engine:
                     chunk = current[part]
                     answer = self.batcher.translate(backend, chunk, hop.source, hop.target, context)
                     out.extend(answer.texts)
-                    for code, count in answer.notes.items():
-                        counts[code] = counts.get(code, 0) + count
+                    add_notes(counts, answer.notes)
                     done += len(chunk)
                     if context is not None and report:
                         context.report(done, total, f"{hop.pack_id}: {hop.source}->{hop.target}")

@@ -123,6 +123,12 @@ class BatchOutput:
     segment_notes: tuple[Mapping[str, int], ...] | None = None
 
 
+def add_notes(into: dict[str, int], notes: Mapping[str, int]) -> None:
+    """Add ``notes``' counts into ``into``, code by code (a backend's calls, a caller's parts, a hop)."""
+    for code, count in notes.items():
+        into[code] = into.get(code, 0) + count
+
+
 @dataclass(frozen=True)
 class TranslationResult:
     """Spec 2.6 plus what produced it (``route``, detection) and the options it answers."""

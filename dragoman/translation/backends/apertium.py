@@ -62,7 +62,7 @@ from dragoman.probes import Refreshing, mtime, run_program
 from dragoman.translation.backends._apertium_inline import bind_words, close_tags, spans_whole, unbind_words
 from dragoman.translation.backends._apertium_pipeline import INSTALL_HINT, Pipeline, PipelinePool
 from dragoman.translation.backends._serbian import cyrl_to_latn, latn_to_cyrl
-from dragoman.translation.types import BatchOutput, Pieces, Protected
+from dragoman.translation.types import BatchOutput, Pieces, Protected, add_notes
 
 log = logging.getLogger("dragoman.translation.apertium")
 
@@ -560,8 +560,7 @@ class ApertiumBackend:
         each = tuple(_notes_of(out) for out in outputs)
         notes: dict[str, int] = {}
         for own in each:
-            for code, count in own.items():
-                notes[code] = notes.get(code, 0) + count
+            add_notes(notes, own)
         return BatchOutput(tuple(out.text for out in outputs), notes, each)
 
     def translate_batch_detailed(
