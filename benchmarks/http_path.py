@@ -38,41 +38,12 @@ import _harness as harness
 from daemon import TEXTS, Result, cpu_seconds, over_http
 
 
-class StandIn:
-    """What the daemon needs of an engine, sleeping ``seconds`` a text (see the module)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.started = time.time()
-        self.provenance = "on-device"
-
-    def pack_ids(self) -> list[str]:
-        return []
-
-    def loaded_packs(self) -> list[str]:
-        return []
-
-    def languages(self, *, installed_only: bool = True) -> list[object]:
-        return []
-
-    def translate(self, text: str, options: object, *, context: object = None) -> object:
-        from dragoman.translation.types import TranslateOptions, TranslationResult
-
-        assert isinstance(options, TranslateOptions)
-        time.sleep(self.seconds)
-        return TranslationResult(
-            text[::-1], "eng_Latn", "spa_Latn", "on-device", self.seconds, options=options
-        )
-
-    def translate_batch(self, texts: list[str], options: object, *, context: object = None) -> list[object]:
-        return [self.translate(text, options, context=context) for text in texts]
-
-
 def serve(kind: str, seconds: float, workers: int) -> None:
     """Run one side's server on a free loopback port, printing the port on stdout first."""
     from dragoman.server.daemon import app as daemon_app
+    from dragoman.testing.fakes import SleepingEngine
 
-    engine = StandIn(seconds)
+    engine = SleepingEngine(seconds)
     sock = daemon_app.bind_socket("127.0.0.1", 0)
     print(sock.getsockname()[1], flush=True)
     if kind == "daemon":
@@ -87,13 +58,16 @@ def serve(kind: str, seconds: float, workers: int) -> None:
     from starlette.responses import Response
     from starlette.routing import Route
 
+    from dragoman.translation.types import TranslateOptions
+
     limiter = CapacityLimiter(workers)
 
     async def translate(request: Request) -> Response:
         body = json.loads(await request.body())
 
         def call() -> dict[str, object]:
-            return engine.translate(body["text"], _options(body)).to_dict()  # type: ignore[attr-defined, no-any-return]
+            options = TranslateOptions(body["target"], body.get("source"))
+            return engine.translate(body["text"], options).to_dict()
 
         answer = await to_thread.run_sync(call, limiter=limiter)
         return Response(json.dumps(answer), media_type="application/json")
@@ -101,12 +75,6 @@ def serve(kind: str, seconds: float, workers: int) -> None:
     app = Starlette(routes=[Route("/translate", translate, methods=["POST"])])
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
     uvicorn.Server(config).run(sockets=[sock])
-
-
-def _options(body: dict[str, str]) -> object:
-    from dragoman.translation.types import TranslateOptions
-
-    return TranslateOptions(body["target"], body.get("source"))
 
 
 def start(kind: str, seconds: float, workers: int) -> tuple[subprocess.Popen[bytes], str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 from dragoman.languages.types import Language
@@ -65,16 +66,13 @@ class UpperTranslator(FakeTranslator):
         return "".join(out)
 
 
-class BlockingEngine:
-    """What the daemon needs of an engine, for saturation and shutdown tests: ``translate`` signals
-    :attr:`entered` and then waits (at most 30 s) for the test to set :attr:`release`."""
+class _StandInEngine(ABC):
+    """What the daemon needs of an engine, no packs; subclasses say how :meth:`translate` answers."""
 
     provenance: Provenance = "on-device"
 
     def __init__(self) -> None:
         self.started = time.time()
-        self.release = threading.Event()
-        self.entered = threading.Semaphore(0)
 
     def pack_ids(self) -> list[str]:
         return []
@@ -82,12 +80,11 @@ class BlockingEngine:
     def loaded_packs(self) -> list[str]:
         return []
 
+    @abstractmethod
     def translate(
         self, text: str, options: TranslateOptions, *, context: JobContext | None = None
     ) -> TranslationResult:
-        self.entered.release()
-        assert self.release.wait(30)
-        return TranslationResult(text.upper(), "eng_Latn", "spa_Latn", "on-device", 0.0, options=options)
+        """One text's result."""
 
     def translate_batch(
         self, texts: Sequence[str], options: TranslateOptions, *, context: JobContext | None = None
@@ -96,3 +93,36 @@ class BlockingEngine:
 
     def languages(self, *, installed_only: bool = True) -> list[Language]:
         return []
+
+
+class BlockingEngine(_StandInEngine):
+    """For saturation and shutdown tests: ``translate`` signals :attr:`entered` and then waits (at most
+    30 s) for the test to set :attr:`release`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.entered = threading.Semaphore(0)
+
+    def translate(
+        self, text: str, options: TranslateOptions, *, context: JobContext | None = None
+    ) -> TranslationResult:
+        self.entered.release()
+        assert self.release.wait(30)
+        return TranslationResult(text.upper(), "eng_Latn", "spa_Latn", "on-device", 0.0, options=options)
+
+
+class SleepingEngine(_StandInEngine):
+    """For measuring a front door alone (``benchmarks/http_path.py``): ``translate`` sleeps ``seconds``
+    (the GIL released, as while Apertium's pipeline or a model works) and answers the text reversed."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def translate(
+        self, text: str, options: TranslateOptions, *, context: JobContext | None = None
+    ) -> TranslationResult:
+        time.sleep(self.seconds)
+        answer = text[::-1]
+        return TranslationResult(answer, "eng_Latn", "spa_Latn", "on-device", self.seconds, options=options)
