@@ -72,7 +72,7 @@ class FestivalSession:
 
     def __init__(self, program: str, name: str, setup: str, timeout: float) -> None:
         self.name = name
-        self._folder = Path(tempfile.mkdtemp(prefix="dragoman-festival-"))
+        self._folder = Path(tempfile.mkdtemp(prefix="dragoman_festival_"))
         if '"' in str(self._folder) or "\\" in str(self._folder):  # (never sent into Scheme)
             shutil.rmtree(self._folder, ignore_errors=True)
             raise SpeechEngineError(f"festival: the folder {self._folder} cannot be named in Scheme")
