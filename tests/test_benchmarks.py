@@ -404,6 +404,36 @@ def test_daemon_quick_run() -> None:
     assert " | " in done.stdout.splitlines()[-1]
 
 
+@pytest.mark.slow
+def test_daemon_targets_say_whether_the_engine_itself_could_meet_them() -> None:
+    """At 8 clients each of issue 10's rate targets is set against the engine's own rate at 8 texts a call:
+    eight single-text clients can give no batcher more, so a target above it is out of reach on the
+    machine, and the line says so with the figure it asks for."""
+    args = (
+        "--quick",
+        "--pack",
+        "tiny",
+        "--clients",
+        "8",
+        "--rounds",
+        "1",
+        "--workers",
+        "1",
+        "--batching-off",
+    )
+    done = _run_script("daemon.py", *args, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    row = next(line for line in out.splitlines() if re.match(r"^\s+8\s+[\d.]+ \|", line))
+    share = float(row.split("|")[2].split()[2].rstrip("x"))  # batch of N / 64-text batch, one round
+    line = next(line for line in out.splitlines() if "80% of the engine's batch rate" in line)
+    asks = re.search(r"it asks for ([\d.]+)x .* at 8 texts a call: (beyond|within) its reach$", line)
+    assert asks, line
+    assert float(asks[1]) == pytest.approx(0.8 / share, abs=0.02), (line, row)
+    assert asks[2] == ("beyond" if float(asks[1]) > 1 else "within")
+    assert re.search(r"4x the daemon with batching off\): .*: (beyond|within) its reach$", out, re.M), out
+
+
 def test_http_path_quick_run() -> None:
     done = _run_script("http_path.py", "--quick", "--clients", "2", "--seconds", "0.2", timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
