@@ -16,7 +16,7 @@ from hosted_dub_support import FakeDubber, MediaServer, upload, wait_terminal
 from hosted_subtitles_support import TINY_ID, events, make_media, tiny_recognizer, wait_events
 from hosted_support import Hosted, Receiver, make_engine, start_service
 from sqlalchemy import func, select
-from support import needs_apertium
+from support import needs_apertium, wait_until
 
 from dragoman.errors import FileTooLarge, InvalidMediaUrl, InvalidRequest, LimitExceeded, MediaFetchFailed
 from dragoman.pipelines import subtitles as pipeline
@@ -369,9 +369,7 @@ def test_cancels_racing_the_completion_settle_each_child_once(service: Hosted, c
                     assert ended["status"] == "canceled" and canceled.json()["credits_refunded"] == price
                     # the engine's late completion lost: its files are deleted (polled: a busy machine may
                     # take longer than a fixed pause), and none is written after
-                    deleted = time.monotonic() + 30
-                    while _kept(files / child) and time.monotonic() < deleted:
-                        time.sleep(0.05)
+                    wait_until(lambda: not _kept(files / child), timeout=30)  # noqa: B023 (called at once)
                     time.sleep(0.2)
                     assert not _kept(files / child)
                 assert _balance(service, key) == 1_000 - spent
